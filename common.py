@@ -1,0 +1,261 @@
+"""
+Small helpers shared by the top-level scripts: the error type for user mistakes and the
+wrapper that reports them without a traceback, the --key=value configurator, atomic file
+writes, and the choice of device and dtype.
+
+torch is imported inside the functions that need it, so that scripts which never touch a
+model (prepare.py, --help) start quickly.
+"""
+
+import ast
+import contextlib
+import difflib
+import os
+import sys
+import traceback
+import types
+
+
+class UserError(Exception):
+    """A mistake the user can fix. Scripts print its message as one line and exit with code 2."""
+
+
+def run_cli(main):
+    """Call main(argv) the way every script's `if __name__ == "__main__"` does."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UserError as e:
+        # One line, so it reads well in a terminal and greps well in a log.
+        print("error: " + " ".join(str(e).split("\n")), file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+# -----------------------------------------------------------------------------
+# configurator
+
+_TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}
+
+
+def _from_text(text, kind):
+    """Parse command-line text as a value of type kind; any exception means it is not one."""
+    if kind is bool:
+        return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}[text.lower()]
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)  # "1e3" is a common way to write 1000; fractions are refused below
+    if kind is float:
+        return float(text)
+    return ast.literal_eval(text)
+
+
+def _coerce(value, default, label):
+    """Convert value (text from the command line, or an object from a config file) to the type of default."""
+    if default is None:
+        if isinstance(value, str):
+            with contextlib.suppress(Exception):  # text that is no Python literal stays text
+                return ast.literal_eval(value)
+        return value
+    kind = type(default)
+    bad = UserError(f"{label} expects {_TYPE_NAMES.get(kind, 'a ' + kind.__name__)}, got {value!r}")
+    if isinstance(value, str) and kind is not str:
+        try:
+            value = _from_text(value.strip(), kind)
+        except Exception:
+            raise bad from None
+    if isinstance(value, bool) != (kind is bool):  # bool is an int subclass, but True is no iteration count
+        raise bad
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if kind is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise bad
+    return value
+
+
+def _unknown_key(key, defaults, spelling, where=""):
+    matches = difflib.get_close_matches(key.replace("-", "_"), list(defaults), n=1)
+    hint = f"; did you mean {spelling.format(matches[0])}?" if matches else ""
+    return UserError(f"unknown key {spelling.format(key)}{where}{hint} (--help lists all keys)")
+
+
+def _set(config, key, value, defaults, choices, label):
+    config[key] = _coerce(value, defaults[key], label)
+    allowed = choices.get(key)
+    if allowed is not None and config[key] not in allowed:
+        raise UserError(f"{label}={config[key]!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
+
+
+def _read_config_file(path):
+    """Run a config file in a fresh namespace and return the names it assigns."""
+    if not path.endswith(".py"):
+        raise UserError(f"'{path}' is not a config file: expected a .py file or --key=value")
+    if not os.path.isfile(path):
+        raise UserError(f"config file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        code = compile(source, path, "exec")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read config file {path}: {e}") from None
+    except SyntaxError as e:
+        raise UserError(f"{path} line {e.lineno}: {e.msg}") from None
+    namespace = {}
+    try:
+        exec(code, namespace)
+    except Exception as e:
+        lines = [frame.lineno for frame in traceback.extract_tb(e.__traceback__) if frame.filename == path]
+        where = f" line {lines[-1]}" if lines else ""
+        raise UserError(f"{path}{where}: {type(e).__name__}: {e}") from None
+    # Names bound by import statements are tools of the file, not settings.
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return {name: value for name, value in namespace.items()
+            if not name.startswith("_") and name not in imported and not isinstance(value, types.ModuleType)}
+
+
+def _print_help(defaults, choices):
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
+    print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
+    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
+    if doc:
+        print(doc.strip().split("\n\n")[0])
+    print("keys (defaults shown):")
+    for key, default in defaults.items():
+        shown = default if isinstance(default, str) and default else repr(default)
+        line = f"  --{key}={shown}"
+        if key in choices:
+            line = f"{line:<36} one of: {', '.join(map(str, choices[key]))}"
+        print(line)
+
+
+def parse_config(defaults, argv, choices=None):
+    """
+    Return a new dict: defaults, then each config file in argv, then each --key=value in argv.
+    Values take the type of their default; a None default takes a Python literal or plain text.
+    Every mistake (unknown key, wrong type, value outside choices) raises UserError.
+    """
+    choices = choices or {}
+    if "--help" in argv or "-h" in argv:
+        _print_help(defaults, choices)
+        sys.exit(0)
+    config = dict(defaults)
+    seen_override = False
+    for arg in argv:
+        if not arg.startswith("-"):
+            if seen_override:
+                raise UserError(f"unexpected argument '{arg}' after --key=value options; config files come first")
+            for name, value in _read_config_file(arg).items():
+                if name not in defaults:
+                    raise _unknown_key(name, defaults, "'{}'", f" in {arg}")
+                _set(config, name, value, defaults, choices, f"{name} in {arg}")
+            continue
+        if not arg.startswith("--") or arg == "--" or arg.startswith("---"):
+            raise UserError(f"unexpected argument '{arg}'; options look like --key=value")
+        seen_override = True
+        key, has_value, value = arg[2:].partition("=")
+        if key not in defaults:
+            raise _unknown_key(key, defaults, "--{}")
+        if not has_value:
+            if not isinstance(defaults[key], bool):
+                raise UserError(f"--{key} needs a value: --{key}=VALUE")
+            value = "true"
+        _set(config, key, value, defaults, choices, f"--{key}")
+    return config
+
+
+# -----------------------------------------------------------------------------
+# atomic writes: a crash at any moment leaves either the old complete file or the new one
+
+def _fsync(path, flags):
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside path; on clean exit it replaces path, on error it is deleted."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        _fsync(tmp, os.O_RDWR)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    # Makes the rename itself durable; some platforms cannot open a directory, hence best effort.
+    with contextlib.suppress(OSError):
+        _fsync(directory, os.O_RDONLY)
+
+
+def atomic_write_bytes(path, data):
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def atomic_torch_save(obj, path):
+    import torch
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+# -----------------------------------------------------------------------------
+# device and dtype
+
+def pick_device(device):
+    """'auto' picks the best available device; an explicit one is checked, then passed through."""
+    import torch
+    mps_available = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if mps_available else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise UserError(f"--device={device!r} is not a device; use auto, cpu, cuda, cuda:N or mps") from None
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device={device} but CUDA is not available here "
+                            f"(torch {torch.__version__}); use --device=cpu or --device=auto")
+        index = torch.device(device).index
+        if index is not None and index >= torch.cuda.device_count():
+            raise UserError(f"--device={device} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    if kind == "mps" and not mps_available:
+        raise UserError("--device=mps but MPS is not available here; use --device=cpu or --device=auto")
+    return device
+
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def pick_dtype(dtype, device):
+    """'auto' picks the fastest safe dtype for the device; an explicit one is checked against it."""
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype={dtype!r} is not allowed; choose one of: {', '.join(DTYPES)}")
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        import torch
+        bf16_ok = torch.cuda.is_bf16_supported()
+        if dtype == "auto":
+            return "bfloat16" if bf16_ok else "float16"
+        if dtype == "bfloat16" and not bf16_ok:
+            raise UserError("--dtype=bfloat16 but this GPU does not support it; use --dtype=float16 or --dtype=auto")
+        return dtype
+    if dtype == "auto":
+        return "float32"
+    if dtype == "float16" and kind == "cpu":
+        raise UserError("--dtype=float16 is not supported on cpu; use --dtype=float32 or --dtype=bfloat16")
+    return dtype

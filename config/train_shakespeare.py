@@ -1,0 +1,25 @@
+# GPT-2 BPE on the same corpus (vocabulary 50257): here the embedding is most of the model, so
+# tying saves the most parameters and plain tying's initial loss is furthest above log n.
+#   python prepare.py --dataset=shakespeare && python train.py config/train_shakespeare.py
+out_dir = 'out-shakespeare'
+dataset = 'shakespeare'
+eval_interval = 250
+eval_iters = 50
+log_interval = 10
+
+batch_size = 16
+block_size = 256
+gradient_accumulation_steps = 2
+
+n_layer = 6
+n_head = 6
+n_embd = 384
+dropout = 0.1
+vocab_size = 50304    # 50257 padded up to a multiple of 64: faster matmuls on GPUs
+
+learning_rate = 6e-4
+max_iters = 3000
+lr_decay_iters = 3000
+min_lr = 6e-5
+beta2 = 0.95
+warmup_iters = 100

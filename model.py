@@ -1,0 +1,341 @@
+"""
+A small GPT whose subject is the tied embedding: one matrix W (vocab_size x n_embd) that
+reads tokens in and, transposed, scores them on the way out.
+
+    self.lm_head.weight = self.token_embedding_table.weight
+
+Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
+- learned token and position embeddings, both std init_std (sigma, 0.02);
+  optional sqrt(n_embd) scaling of the token embedding at the input (`emb_scale`)
+- pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
+- causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs)
+- GELU MLP with 4x expansion
+- final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
+- all initialisation in one method, `init_weights`, in the order that matters
+
+Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
+|w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
+(`zero_init_residual`), the network at init is the identity: the final norm sees x = w_i and
+returns h = w_i / sigma. The tied head scores token k with z_k = w_k . h, so
+
+    z_i ~ d*sigma                  (the input token scores itself: the "self term")
+    z_k ~ N(0, d*sigma^2), k != i  (every other token)
+
+and since the next token is almost never the current one,
+
+    initial loss ~ log( e^(d*sigma) + (n-1) * e^(d*sigma^2/2) )        (*)
+
+which is ~ d*sigma (15.4 for GPT-2 small) instead of log n (10.8). Every tie mode except
+`tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+# Every value of --tie_mode; each is explained where it acts (search for its name).
+TIE_MODES = ('untied', 'tied', 'small_init', 'proj', 'shuffle', 'shufflenet', 'bert', 'logit_scale')
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.n_head = config.n_head
+        self.dropout = config.dropout
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)      # a residual output projection
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=True)               # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)                  # (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)  # a residual output projection
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50257        # n: GPT-2's BPE vocabulary
+    block_size: int = 1024         # longest context
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768              # d
+    dropout: float = 0.0
+    bias: bool = True              # biases in the blocks' Linears and LayerNorms (never in the head)
+    init_std: float = 0.02         # sigma: std of every weight matrix at init, the shared one included
+    tie_mode: str = 'tied'         # one of TIE_MODES
+    emb_scale: bool = False        # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
+    zero_init_residual: bool = False  # zero the residual output projections: the premise of (*)
+    shuffle_groups: int = 4        # g for tie_mode='shufflenet'
+
+    def __post_init__(self):
+        # Fail here, with the key's name, rather than as a shape error deep inside a matmul.
+        for key in ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'shuffle_groups'):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if self.tie_mode not in TIE_MODES:
+            raise ValueError(f"tie_mode={self.tie_mode!r} is not allowed; choose one of: {', '.join(TIE_MODES)}")
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        if self.tie_mode == 'shuffle' and self.n_embd % 2 != 0:
+            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width, so n_embd must be even, "
+                             f"got n_embd={self.n_embd}")
+        if self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups != 0:
+            raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
+                             f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "
+                             f"the divisors of {self.n_embd}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not self.init_std > 0:
+            raise ValueError(f"init_std must be positive, got {self.init_std!r}")
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        n, d = config.vocab_size, config.n_embd
+        self.token_embedding_table = nn.Embedding(n, d)
+        self.position_embedding_table = nn.Embedding(config.block_size, d)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(d, bias=config.bias)
+        # The head has no bias: an embedding has none, so a biased head could not be fully shared.
+        self.lm_head = nn.Linear(d, n, bias=False)
+
+        # Extra pieces some tie modes put between ln_f and the head (see head()).
+        if config.tie_mode == 'proj':
+            self.tie_proj = nn.Linear(d, d, bias=False)
+        if config.tie_mode == 'bert':
+            self.bert_dense = nn.Linear(d, d)     # BERT's MLM head transform: dense -> GELU -> LayerNorm,
+            self.bert_norm = nn.LayerNorm(d)      # with biases, as in BERT,
+            self.output_bias = nn.Parameter(torch.zeros(n))  # plus the decoder bias it adds on purpose
+
+        if config.tie_mode != 'untied':
+            # THE line. One Parameter, two names: state_dict() lists both keys, parameters() yields it
+            # once, and autograd adds the gradients from the input lookup and the output projection.
+            self.lm_head.weight = self.token_embedding_table.weight
+
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self):
+        """All initialisation, in one place, for clarity. The order matters only for the shared
+        matrix, which is why it comes last."""
+        cfg = self.config
+        sigma = cfg.init_std
+        # Blocks: GPT-2's init, every Linear N(0, sigma), biases zero, norms the identity.
+        for module in list(self.blocks.modules()) + [self.ln_f]:
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=sigma)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        # Residual output projections. GPT-2 scales them by 1/sqrt(2*n_layer) so the residual stream
+        # does not grow with depth; but they are then non-zero, the branches dominate x at the final
+        # norm and dilute w_i, and the self term of (*) mostly disappears. zero_init_residual makes
+        # every block the identity at init: the premise of (*), and what speed-run codebases do.
+        for block in self.blocks:
+            for proj in (block.attn.c_proj, block.mlp.c_proj):
+                if cfg.zero_init_residual:
+                    nn.init.zeros_(proj.weight)
+                else:
+                    nn.init.normal_(proj.weight, mean=0.0, std=sigma / math.sqrt(2 * cfg.n_layer))
+        nn.init.normal_(self.position_embedding_table.weight, mean=0.0, std=sigma)
+
+        # Mode-specific head parts.
+        if cfg.tie_mode == 'untied':
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)
+        if cfg.tie_mode == 'proj':
+            # Orthogonal, so P keeps |h| = sqrt(d): the other logits keep their N(0, d*sigma^2) spread.
+            nn.init.orthogonal_(self.tie_proj.weight)
+        if cfg.tie_mode == 'bert':
+            nn.init.normal_(self.bert_dense.weight, mean=0.0, std=sigma)
+            nn.init.zeros_(self.bert_dense.bias)
+            nn.init.ones_(self.bert_norm.weight)
+            nn.init.zeros_(self.bert_norm.bias)
+            nn.init.zeros_(self.output_bias)
+
+        # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual
+        # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
+        # and whichever comes last wins; here it is written exactly once, after tying.
+        # small_init: the self term of (*) is e^(d*std); choosing std = log(n)/d makes it e^(log n) = n,
+        # the same size as the sum over the other n-1 tokens, so the loss starts near log 2n.
+        std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
+        nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=std)
+
+    @property
+    def is_tied(self):
+        return self.lm_head.weight is self.token_embedding_table.weight
+
+    def head(self, h):
+        """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size).
+
+        With plain tying and identity blocks, h ~ w_i / sigma for input token i, and the head's
+        self term w_i . h ~ d*sigma dominates (*). Each remedy below makes it a cross term instead.
+        """
+        mode = self.config.tie_mode
+        C = h.size(-1)
+        if mode == 'proj':
+            # w_i . (P w_i) for a random orthogonal P is a sum of products of different coordinates
+            # mixed at random (Johnson-Lindenstrauss): mean 0, spread sigma^2*sqrt(d), no self term.
+            # BERT's MLM head transform does the same job. Costs d^2 parameters and one matmul.
+            h = self.tie_proj(h)
+        elif mode == 'shuffle':
+            # S[h] = h[d/2:] ++ h[:d/2]. Then S[w_i] . w_i = 2 * sum_k w_i[k] w_i[k + d/2] ~ 0: at init
+            # it is as if W were split into two untied n x d/2 halves, one reading, one writing.
+            # No parameters; a copy.
+            h = torch.cat((h[..., C // 2:], h[..., :C // 2]), dim=-1)
+        elif mode == 'shufflenet':
+            # ShuffleNet's channel shuffle: view the width as (g, d/g), transpose, flatten (a perfect
+            # shuffle). Only a couple of the d coordinates stay in place, so the self term shrinks
+            # to ~ (fixed points / d) * d*sigma. No parameters.
+            g = self.config.shuffle_groups
+            h = h.unflatten(-1, (g, C // g)).transpose(-1, -2).flatten(-2)
+        elif mode == 'bert':
+            # BERT: dense -> GELU -> LayerNorm re-mixes h into a random direction before the tied
+            # decoder, then adds an output bias (the one biased head in this file, on purpose).
+            h = self.bert_norm(F.gelu(self.bert_dense(h)))
+            return self.lm_head(h) + self.output_bias
+        elif mode == 'logit_scale':
+            # T5 v1.0 / Mesh-TensorFlow: scale h by d^-1/2 before the tied head. The self term keeps
+            # its sign but shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
+            h = h * C ** -0.5
+        # 'untied' needs nothing here (its head is a separate matrix, so w_i . h is a cross term);
+        # 'small_init' acts only in init_weights; 'tied' is the baseline that shows the problem.
+        return self.lm_head(h)
+
+    def forward(self, idx, targets=None, last_only=False):
+        """idx (B, T) int64 -> logits (B, T, vocab_size) and the mean cross-entropy if targets are
+        given. last_only=True computes logits for the last position only (for generation)."""
+        B, T = idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)  # (T,)
+        tok = self.token_embedding_table(idx)                        # (B, T, C)
+        if self.config.emb_scale:
+            # sqrt(d) makes |tok| ~ d*sigma dwarf the position embedding, so x ~ w_i again and the
+            # self term of (*) comes back in full: scaling plus tying amplifies the problem.
+            tok = tok * math.sqrt(self.config.n_embd)
+        x = self.drop(tok + self.position_embedding_table(pos))     # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        h = self.ln_f(x)                                             # (B, T, C)
+        if last_only:
+            h = h[:, [-1], :]                                        # (B, 1, C)
+        logits = self.head(h)                                        # (B, T, vocab_size)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=-1)
+        return logits, loss
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    def num_params(self):
+        """Parameters, the shared matrix counted once (parameters() yields a shared tensor once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def param_breakdown(self):
+        """Where the parameters are, as {part: count}; the parts add up to num_params()."""
+        head_extra = [p for name, p in self.named_parameters()
+                      if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias'))]
+        return {
+            'token_embedding (= head when tied)': self.token_embedding_table.weight.numel(),
+            'position_embedding': self.position_embedding_table.weight.numel(),
+            'blocks': sum(p.numel() for p in self.blocks.parameters()),
+            'final_norm': sum(p.numel() for p in self.ln_f.parameters()),
+            'head_extra': sum(p.numel() for p in head_extra),
+        }
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None):
+        """AdamW with weight decay on matrices only (embeddings and linear weights), not on biases
+        and norm gains. The shared matrix appears once, in the decayed group."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
+            {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0},
+        ]
+        if fused is None:
+            fused = device_type == 'cuda'
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+
+    def flops_per_token(self, seq_len=None):
+        """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix B style: 6 per
+        weight that takes part in a matmul plus the attention scores and mixing, 12*L*C*T.
+        The head matmul counts once: the embedding lookup on the input side is free, so a tied
+        matrix costs the same compute as an untied head."""
+        cfg = self.config
+        T = seq_len or cfg.block_size
+        matmul_weights = sum(p.numel() for name, p in self.blocks.named_parameters()
+                             if name.endswith('weight') and p.dim() == 2)
+        matmul_weights += cfg.vocab_size * cfg.n_embd                       # the head
+        if cfg.tie_mode == 'proj':
+            matmul_weights += self.tie_proj.weight.numel()
+        if cfg.tie_mode == 'bert':
+            matmul_weights += self.bert_dense.weight.numel()
+        return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
+
+    def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
+        """Model FLOPs utilisation: achieved training FLOP/s over the device's peak FLOP/s."""
+        return self.flops_per_token(seq_len) * tokens_per_second / peak_flops
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """Extend idx (B, T) by max_new_tokens sampled tokens, cropping the context to block_size.
+        temperature=0 picks the most likely token."""
+        for _ in range(max_new_tokens):
+            idx_cond = idx[:, -self.config.block_size:]
+            logits, _ = self(idx_cond, last_only=True)
+            logits = logits[:, -1, :].float()                          # (B, vocab_size)
+            if temperature <= 0:
+                idx_next = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                    logits[logits < v[:, [-1]]] = -float('inf')
+                idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx

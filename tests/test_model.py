@@ -1,0 +1,187 @@
+"""The model and its tie modes: sharing, initialisation, gradients, initial loss, save/load, errors."""
+
+import io
+import math
+
+import pytest
+import torch
+
+from init_loss import measure_initial_loss, predicted_initial_loss
+from model import GPT, GPTConfig, TIE_MODES
+
+TIED_MODES = [m for m in TIE_MODES if m != 'untied']
+SMALL = dict(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
+
+
+def make(mode='tied', **overrides):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{**SMALL, 'tie_mode': mode, **overrides}))
+
+
+@pytest.mark.parametrize('mode', TIED_MODES)
+def test_tied_modes_share_one_parameter_with_the_head(mode):
+    model = make(mode)
+    assert model.lm_head.weight is model.token_embedding_table.weight
+    assert model.lm_head.weight.data_ptr() == model.token_embedding_table.weight.data_ptr()
+    assert model.is_tied
+
+
+def test_untied_has_its_own_head_and_exactly_n_times_d_more_parameters():
+    untied, tied = make('untied'), make('tied')
+    assert not untied.is_tied
+    assert untied.lm_head.weight.data_ptr() != untied.token_embedding_table.weight.data_ptr()
+    assert untied.num_params() - tied.num_params() == SMALL['vocab_size'] * SMALL['n_embd']
+    assert untied.param_breakdown()['head_extra'] == SMALL['vocab_size'] * SMALL['n_embd']
+
+
+@pytest.mark.parametrize('mode', TIE_MODES)
+def test_breakdown_adds_up_and_counts_the_shared_matrix_once(mode):
+    model = make(mode)
+    by_storage = {p.data_ptr(): p.numel() for p in model.state_dict().values()}
+    assert sum(model.param_breakdown().values()) == model.num_params() == sum(by_storage.values())
+
+
+@pytest.mark.parametrize('mode, extra', [('shuffle', 0), ('shufflenet', 0), ('small_init', 0), ('logit_scale', 0),
+                                         ('proj', 32 * 32), ('bert', 32 * 32 + 32 + 2 * 32 + 97)])
+def test_remedy_parameter_cost(mode, extra):
+    assert make(mode).num_params() - make('tied').num_params() == extra
+
+
+def test_small_init_std_is_log_n_over_d_whatever_the_order():
+    n, d = 5000, 256
+    for mode, expected in (('small_init', math.log(n) / d), ('tied', 0.02)):
+        model = make(mode, vocab_size=n, n_embd=d)
+        assert model.token_embedding_table.weight.std().item() == pytest.approx(expected, rel=0.02)
+    # Re-running the initialiser (as a user calling init_weights() again would) must not change it.
+    model = make('small_init', vocab_size=n, n_embd=d)
+    model.init_weights()
+    assert model.lm_head.weight.std().item() == pytest.approx(math.log(n) / d, rel=0.02)
+
+
+def test_proj_starts_orthogonal():
+    P = make('proj').tie_proj.weight.detach()
+    assert torch.allclose(P @ P.T, torch.eye(P.size(0)), atol=1e-5)
+
+
+@pytest.mark.parametrize('mode', ['shuffle', 'shufflenet'])
+def test_shuffles_are_permutations_of_the_width(mode):
+    model = make(mode, shuffle_groups=4)
+    d = SMALL['n_embd']
+    h = torch.arange(d, dtype=torch.float32).view(1, 1, d)
+    # The head's input is lm_head(permuted h); read the permutation back through an identity head.
+    model.lm_head.weight = torch.nn.Parameter(torch.eye(d))
+    out = model.head(h).flatten().long()
+    assert sorted(out.tolist()) == list(range(d))
+    assert out.tolist() != list(range(d))
+    if mode == 'shuffle':
+        assert out.tolist() == list(range(d // 2, d)) + list(range(d // 2))
+
+
+def test_zero_init_residual_makes_every_block_the_identity():
+    model = make('tied', zero_init_residual=True)
+    x = torch.randn(2, 8, SMALL['n_embd'])
+    for block in model.blocks:
+        assert torch.equal(block(x), x)
+    assert not torch.equal(make('tied', zero_init_residual=False).blocks[0](x), x)
+
+
+def test_shared_gradient_is_the_sum_of_the_input_and_output_gradients_of_an_untied_copy():
+    tied = make('tied', zero_init_residual=False).double()
+    untied = GPT(GPTConfig(**{**SMALL, 'tie_mode': 'untied'})).double()
+    untied.load_state_dict(tied.state_dict())  # same values, two separate tensors in the copy
+    assert not untied.is_tied
+    idx = torch.randint(SMALL['vocab_size'], (3, 12))
+    targets = torch.randint(SMALL['vocab_size'], (3, 12))
+    tied(idx, targets)[1].backward()
+    untied(idx, targets)[1].backward()
+    expected = untied.token_embedding_table.weight.grad + untied.lm_head.weight.grad
+    assert untied.token_embedding_table.weight.grad.abs().sum() > 0  # both ends really contribute
+    assert untied.lm_head.weight.grad.abs().sum() > 0
+    assert torch.allclose(tied.token_embedding_table.weight.grad, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize('mode', TIE_MODES)
+def test_save_and_load_keep_the_tie(mode):
+    model = make(mode)
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    fresh = GPT(GPTConfig(**{**SMALL, 'tie_mode': mode}))
+    fresh.load_state_dict(state)
+    assert fresh.is_tied == (mode != 'untied')
+    for name, value in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[name], value)
+    if mode != 'untied':
+        # One storage in the file, and one after loading: a step on one name moves the other.
+        assert state['lm_head.weight'].data_ptr() == state['token_embedding_table.weight'].data_ptr()
+        with torch.no_grad():
+            fresh.token_embedding_table.weight[0, 0] += 1.0
+        assert fresh.lm_head.weight[0, 0] == fresh.token_embedding_table.weight[0, 0]
+
+
+# Initial loss against equation (*): the measured values must match the closed form.
+SHAPES = [dict(vocab_size=65, n_embd=384, n_head=6), dict(vocab_size=1024, n_embd=512, n_head=8)]
+
+
+@pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")
+def test_plain_tying_starts_where_equation_star_predicts(shape):
+    cfg = GPTConfig(**shape, n_layer=2, block_size=64, tie_mode='tied', emb_scale=True, zero_init_residual=True)
+    measured, _ = measure_initial_loss(cfg, seeds=3, batch_size=4)
+    predicted = predicted_initial_loss(cfg)
+    d, sigma, n = cfg.n_embd, cfg.init_std, cfg.vocab_size
+    assert predicted > math.log(n) + 1.0  # the shapes are ones where the problem is visible
+    # (*) itself, up to the position embedding's small dilution of the self term under emb_scale
+    assert predicted == pytest.approx(math.log(math.exp(d * sigma) + (n - 1) * math.exp(d * sigma ** 2 / 2)), rel=0.01)
+    assert measured == pytest.approx(predicted, rel=0.05)
+
+
+@pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")
+@pytest.mark.parametrize('mode', ['untied', 'proj', 'shuffle', 'shufflenet', 'bert', 'logit_scale'])
+def test_every_remedy_starts_near_log_n(shape, mode):
+    cfg = GPTConfig(**shape, n_layer=2, block_size=64, tie_mode=mode, emb_scale=True, zero_init_residual=True)
+    measured, _ = measure_initial_loss(cfg, seeds=3, batch_size=4)
+    target = math.log(cfg.vocab_size) + cfg.n_embd * cfg.init_std ** 2 / 2
+    assert measured == pytest.approx(target, rel=0.03)
+
+
+@pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")
+def test_small_init_starts_near_log_2n(shape):
+    cfg = GPTConfig(**shape, n_layer=2, block_size=64, tie_mode='small_init', emb_scale=True, zero_init_residual=True)
+    measured, _ = measure_initial_loss(cfg, seeds=3, batch_size=4)
+    assert predicted_initial_loss(cfg) == pytest.approx(math.log(2 * cfg.vocab_size), abs=0.1)
+    assert measured == pytest.approx(predicted_initial_loss(cfg), rel=0.05)
+
+
+@pytest.mark.parametrize('overrides, culprit, allowed', [
+    (dict(tie_mode='shuffle', n_embd=27, n_head=3), 'n_embd', 'even'),
+    (dict(tie_mode='shufflenet', n_embd=30, n_head=2, shuffle_groups=4), 'shuffle_groups', 'divisors of 30'),
+    (dict(tie_mode='tide'), 'tie_mode', 'untied, tied, small_init, proj, shuffle, shufflenet, bert, logit_scale'),
+    (dict(n_embd=30, n_head=4), 'n_head', 'divisible'),
+    (dict(n_layer=0), 'n_layer', 'positive integer'),
+])
+def test_misconfiguration_names_the_key_and_what_is_allowed(overrides, culprit, allowed):
+    with pytest.raises(ValueError) as error:
+        GPTConfig(**{**SMALL, **overrides})
+    assert culprit in str(error.value) and allowed in str(error.value)
+
+
+def test_forward_shapes_and_generate_crops_the_context():
+    model = make('shuffle').eval()
+    idx = torch.randint(SMALL['vocab_size'], (2, 10))
+    logits, loss = model(idx)
+    assert logits.shape == (2, 10, SMALL['vocab_size']) and loss is None
+    last, _ = model(idx, last_only=True)
+    assert torch.allclose(last[:, 0], logits[:, -1], atol=1e-5)
+    out = model.generate(idx, max_new_tokens=SMALL['block_size'] + 5, top_k=5)  # longer than block_size
+    assert out.shape == (2, 10 + SMALL['block_size'] + 5)
+    assert torch.equal(out[:, :10], idx)
+    assert 0 <= out.min() and out.max() < SMALL['vocab_size']
+
+
+def test_flops_count_the_head_once_and_the_proj_matmul():
+    tied, untied, proj = make('tied'), make('untied'), make('proj')
+    assert tied.flops_per_token() == untied.flops_per_token()
+    assert proj.flops_per_token() - tied.flops_per_token() == 6 * SMALL['n_embd'] ** 2
+    n, d, L, T = SMALL['vocab_size'], SMALL['n_embd'], SMALL['n_layer'], SMALL['block_size']
+    assert tied.flops_per_token() == 6 * (n * d + L * 12 * d * d) + 12 * L * d * T

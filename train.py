@@ -1,0 +1,449 @@
+"""
+Train the GPT of model.py on a prepared dataset. NanoGPT-style: the defaults below, then an
+optional config file, then --key=value overrides.
+
+    python train.py                                    # small char-level model, a few minutes on a laptop CPU
+    python train.py --tie_mode=shuffle                 # the same with a remedy for the tied head
+    python train.py config/train_shakespeare_char.py   # the one-GPU recipe
+    python train.py --init_from=resume                 # continue from out_dir/ckpt.pt
+    torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
+
+Writes to out_dir: ckpt.pt (model, optimizer, config, iteration, RNG and data-order state,
+written atomically) and metrics.csv (one row per logged iteration). Ctrl-C saves a final
+checkpoint; a kill at any moment leaves the previous checkpoint whole.
+"""
+
+import csv
+import math
+import os
+import signal
+import time
+import zlib
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from common import UserError, atomic_torch_save, parse_config, pick_device, pick_dtype, run_cli
+from model import GPT, GPTConfig, TIE_MODES
+from prepare import load_meta
+
+DEFAULTS = dict(
+    # I/O
+    out_dir='out',
+    dataset='shakespeare_char',     # data/<dataset>/ made by prepare.py
+    data_dir='data',
+    init_from='scratch',            # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    eval_interval=250,
+    eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
+    log_interval=10,
+    progress=True,                  # the tqdm bar
+    # data
+    batch_size=12,
+    block_size=64,
+    gradient_accumulation_steps=1,  # summed over all DDP ranks
+    # model (see model.GPTConfig)
+    n_layer=4,
+    n_head=4,
+    n_embd=128,
+    dropout=0.0,
+    bias=False,
+    vocab_size=None,                # None: the dataset's vocabulary
+    init_std=0.02,
+    tie_mode='tied',
+    emb_scale=False,
+    zero_init_residual=False,
+    shuffle_groups=4,
+    # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
+    learning_rate=1e-3,
+    max_iters=2000,
+    weight_decay=0.1,
+    beta1=0.9,
+    beta2=0.99,
+    grad_clip=1.0,                  # 0 disables
+    decay_lr=True,
+    warmup_iters=100,
+    lr_decay_iters=None,            # None: max_iters
+    min_lr=1e-4,
+    # system
+    device='auto',                  # auto: cuda, then mps, then cpu
+    dtype='auto',                   # auto: bfloat16 on GPUs that support it (else float16), float32 elsewhere
+    compile='auto',                 # auto: on for CUDA, off elsewhere
+    seed=1337,
+)
+CHOICES = dict(tie_mode=TIE_MODES, init_from=('scratch', 'resume'), compile=('auto', 'true', 'false'))
+MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
+              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups')
+METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
+                  'data_fingerprint')
+EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
+
+
+def parse_train_args(argv, defaults=DEFAULTS):
+    choices = dict(CHOICES, compile=CHOICES['compile'] + ('True', 'False', '1', '0'))
+    cfg = parse_config(defaults, argv, choices)
+    cfg['compile'] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg['compile'], cfg['compile'])
+    for key in ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
+                'log_interval'):
+        if cfg[key] < 1:
+            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
+    for key in ('max_iters', 'warmup_iters'):
+        if cfg[key] < 0:
+            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
+    for key in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
+        if not cfg[key] >= 0:
+            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
+    if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
+        raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
+    if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
+        raise UserError(f"--lr_decay_iters must be a positive integer or None, got {cfg['lr_decay_iters']!r}")
+    return cfg
+
+
+def get_lr(it, cfg):
+    """Linear warmup for warmup_iters, then cosine decay from learning_rate to min_lr."""
+    if not cfg['decay_lr']:
+        return cfg['learning_rate']
+    decay_iters = cfg['lr_decay_iters'] or cfg['max_iters']
+    if it < cfg['warmup_iters']:
+        return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
+    if it >= decay_iters:
+        return cfg['min_lr']
+    ratio = (it - cfg['warmup_iters']) / max(1, decay_iters - cfg['warmup_iters'])
+    return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
+
+
+# ---------------------------------------------------------------- data
+
+def load_splits(cfg):
+    """The prepared token arrays, read once into memory as int64 tensors, and the dataset's metadata."""
+    data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
+    splits = {}
+    for split in ('train', 'val'):
+        path = os.path.join(data_dir, f'{split}.bin')
+        try:
+            tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
+        except OSError as e:
+            raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
+                            f"--dataset={cfg['dataset']}") from None
+        if len(tokens) <= cfg['block_size']:
+            raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
+                            f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
+        splits[split] = torch.from_numpy(tokens.astype(np.int64))
+    return splits, meta
+
+
+def get_batch(tokens, batch_size, block_size, generator):
+    """Random windows: x (B, T) and the next-token targets y (B, T), plus the window starts."""
+    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
+    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
+    window = tokens[offsets]                                                               # (B, T+1)
+    return window[:, :-1], window[:, 1:], starts
+
+
+@torch.no_grad()
+def estimate_loss(model, splits, cfg, ctx, device):
+    """Mean loss on each split over the same eval_iters batches every time, so curves (and tie
+    modes) are compared on identical data and an evaluation never disturbs the training RNG."""
+    model.eval()
+    losses = {}
+    for split, tokens in splits.items():
+        generator = torch.Generator().manual_seed(cfg['seed'] + EVAL_SEED_OFFSET)
+        total = 0.0
+        for _ in range(cfg['eval_iters']):
+            x, y, _ = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
+            with ctx:
+                _, loss = model(x.to(device), y.to(device))
+            total += loss.item()
+        losses[split] = total / cfg['eval_iters']
+    model.train()
+    return losses
+
+
+# ---------------------------------------------------------------- checkpoints and metrics
+
+def load_checkpoint(path, device):
+    if not os.path.exists(path):
+        raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
+                        f"or point --out_dir at the run to resume")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+        missing = {'model', 'optimizer', 'model_args', 'iter_num'} - set(ckpt)
+    except Exception as e:  # a truncated or corrupted file fails in many ways inside the unpickler
+        raise UserError(f"checkpoint {path} is unreadable ({type(e).__name__}: {str(e)[:100]}); it is truncated "
+                        f"or corrupted: delete it to train from scratch, or restore a copy") from None
+    if missing:
+        raise UserError(f"checkpoint {path} lacks {', '.join(sorted(missing))}; it was not written by this train.py")
+    return ckpt
+
+
+def check_resume_compatible(ckpt, cfg, path):
+    """Model keys the user set must agree with the checkpoint; keys left at their default take its values."""
+    for key in MODEL_KEYS:
+        saved = ckpt['model_args'][key]
+        if cfg[key] != DEFAULTS[key] and cfg[key] != saved:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
+                            f"drop the option or start a new --out_dir")
+        cfg[key] = saved
+
+
+def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
+    return {
+        'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
+        'optimizer': optimizer.state_dict(),
+        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
+        'config': dict(cfg),
+        'iter_num': iter_num,
+        'best_val_loss': best_val_loss,
+        'rng': {'torch': torch.get_rng_state(), 'data': data_generator.get_state(),
+                'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        'data_fingerprint': fingerprint,
+        'meta': meta,                              # the tokenizer, so sample.py needs no data folder
+    }
+
+
+def open_metrics(out_dir, resume_from):
+    """metrics.csv for appending. On resume, rows logged after the checkpoint are dropped first,
+    since those iterations are about to be trained again."""
+    path = os.path.join(out_dir, 'metrics.csv')
+    rows = []
+    if resume_from is not None and os.path.exists(path):
+        with open(path, newline='') as f:
+            rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
+    f = open(path, 'w', newline='')
+    writer = csv.DictWriter(f, fieldnames=METRICS_FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    f.flush()
+    return f, writer
+
+
+def check_writable(out_dir):
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
+        with open(probe, 'w') as f:
+            f.write('ok')
+        os.remove(probe)
+    except OSError as e:
+        raise UserError(f"cannot write to --out_dir={out_dir}: {e.strerror}; choose a writable folder") from None
+
+
+# ---------------------------------------------------------------- training
+
+def train(cfg, progress=None):
+    """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to
+    advance instead of drawing one (ablate.py shares one bar across runs). Returns a summary."""
+    cfg = dict(cfg)
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    if ddp:
+        from torch.distributed import destroy_process_group, init_process_group
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        rank, local_rank, world_size = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
+        device = f'cuda:{local_rank}' if torch.cuda.is_available() else 'cpu'
+        if device.startswith('cuda'):
+            torch.cuda.set_device(device)
+        init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')
+        if cfg['gradient_accumulation_steps'] % world_size:
+            raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
+                            f"by the number of processes ({world_size})")
+    else:
+        rank, world_size = 0, 1
+        device = pick_device(cfg['device'])
+    master = rank == 0
+    accum_steps = cfg['gradient_accumulation_steps'] // world_size
+    device_type = device.split(':')[0]
+    dtype = pick_dtype(cfg['dtype'], device)
+    use_compile = cfg['compile'] == 'true' or (cfg['compile'] == 'auto' and device_type == 'cuda')
+    ctx = nullcontext() if dtype == 'float32' else torch.autocast(device_type, dtype=getattr(torch, dtype))
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    if master:
+        check_writable(cfg['out_dir'])
+    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    splits, meta = load_splits(cfg)
+    ckpt = None
+    if cfg['init_from'] == 'resume':
+        ckpt = load_checkpoint(ckpt_path, device)
+        check_resume_compatible(ckpt, cfg, ckpt_path)
+    if cfg['vocab_size'] is None:
+        cfg['vocab_size'] = meta['vocab_size']
+    if cfg['vocab_size'] < meta['vocab_size']:
+        raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
+                        f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
+                        f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
+
+    torch.manual_seed(cfg['seed'])
+    try:
+        model_config = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    model = GPT(model_config).to(device)
+    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
+                                           device_type)
+    # Training batches have their own generator: every tie mode sees the same data order for a seed,
+    # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
+    data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
+    iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
+    if ckpt is not None:
+        model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
+        optimizer.load_state_dict(ckpt['optimizer'])
+        torch.set_rng_state(ckpt['rng']['torch'].cpu())
+        data_generator.set_state(ckpt['rng']['data'].cpu())
+        if device_type == 'cuda' and ckpt['rng']['cuda']:
+            torch.cuda.set_rng_state_all([s.cpu() for s in ckpt['rng']['cuda']])
+        iter_num, best_val_loss, fingerprint = ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
+        ckpt = None  # free the memory
+    raw_model = model
+    if use_compile:
+        model = torch.compile(model)
+    if ddp:
+        model = DDP(model, device_ids=[local_rank] if device_type == 'cuda' else None)
+    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
+
+    tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
+    peak = gpu_peak_flops(device, dtype) if device_type == 'cuda' else None
+    if master and progress is None:
+        breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
+        print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
+              f"source: {meta.get('source', 'unknown')}), "
+              f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
+        print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
+        print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
+              f"{tokens_per_iter:,} tokens per iteration")
+    metrics_file, metrics = open_metrics(cfg['out_dir'], iter_num if cfg['init_from'] == 'resume' else None) \
+        if master else (None, None)
+
+    def save(it):
+        atomic_torch_save(checkpoint_state(raw_model, optimizer, cfg, it, best_val_loss, data_generator,
+                                           fingerprint, meta), ckpt_path)
+
+    # Ctrl-C: finish the current iteration, save, then stop. A second Ctrl-C stops at once.
+    interrupted = []
+    def on_sigint(signum, frame):
+        interrupted.append(True)
+        signal.signal(signal.SIGINT, previous_handler)
+    previous_handler = signal.signal(signal.SIGINT, on_sigint) if master else None
+
+    own_bar = progress is None
+    if own_bar:
+        from tqdm import tqdm
+        progress = tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
+                        dynamic_ncols=True, desc=cfg['tie_mode'])
+    started, window_start, window_tokens, tokens_per_sec = time.time(), time.perf_counter(), 0, 0.0
+    last = {}
+    try:
+        while True:
+            row = {}
+            lr = get_lr(iter_num, cfg)
+            for group in optimizer.param_groups:
+                group['lr'] = lr
+            if master and (iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters']):
+                eval_started = time.perf_counter()
+                losses = estimate_loss(raw_model, splits, cfg, ctx, device)
+                window_start += time.perf_counter() - eval_started  # keep evaluation out of tokens/s
+                row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}")
+                last.update(losses)
+                best_val_loss = min(best_val_loss, losses['val'])
+                if iter_num > 0:
+                    save(iter_num)
+            if iter_num >= cfg['max_iters'] or interrupted:
+                if row:
+                    write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
+                break
+
+            for micro_step in range(accum_steps):
+                x, y, starts = get_batch(splits['train'], cfg['batch_size'], cfg['block_size'], data_generator)
+                fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                sync = nullcontext() if not ddp or micro_step == accum_steps - 1 else model.no_sync()
+                with sync:
+                    with ctx:
+                        _, loss = model(x, y)
+                        loss = loss / accum_steps
+                    scaler.scale(loss).backward()
+            step_loss = loss.detach() * accum_steps
+            logging_now = iter_num % cfg['log_interval'] == 0
+            # A non-finite loss is caught before the step, so no NaN reaches the weights or a checkpoint.
+            # Checking needs the value on the host: free on a CPU, a sync on a GPU, so only when logging there.
+            if device_type == 'cpu' or logging_now:
+                value = step_loss.item()
+                if not math.isfinite(value):
+                    raise UserError(
+                        f"loss is {value} at iteration {iter_num}; training stopped and the last good checkpoint "
+                        f"({ckpt_path if os.path.exists(ckpt_path) else 'none yet'}) is kept. Try a lower "
+                        f"--learning_rate (now {cfg['learning_rate']}), --dtype=float32, or a --tie_mode other "
+                        f"than 'tied' (see README)")
+            if cfg['grad_clip'] > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            window_tokens += tokens_per_iter
+
+            if master and (logging_now or row):
+                now = time.perf_counter()
+                tokens_per_sec = window_tokens / max(now - window_start, 1e-9)
+                window_start, window_tokens = now, 0
+                row['step_loss'] = f"{step_loss.item():.4f}"
+                write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
+                postfix = dict(loss=f"{step_loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
+                if 'val' in last:
+                    postfix['val'] = f"{last['val']:.4f}"
+                if peak:
+                    postfix['mfu'] = f"{100 * raw_model.estimate_mfu(tokens_per_sec, peak, cfg['block_size']):.1f}%"
+                progress.set_postfix(postfix, refresh=False)
+            iter_num += 1
+            progress.update(1)
+        if interrupted:
+            save(iter_num)
+            print(f"\ninterrupted at iteration {iter_num}: checkpoint saved to {ckpt_path}; "
+                  f"continue with --init_from=resume --out_dir={cfg['out_dir']}")
+            raise KeyboardInterrupt
+    finally:
+        if master:
+            signal.signal(signal.SIGINT, previous_handler)
+            metrics_file.close()
+        if own_bar:
+            progress.close()
+        if ddp:
+            destroy_process_group()
+    summary = dict(iters=iter_num, train_loss=last.get('train'), val_loss=last.get('val'), best_val_loss=best_val_loss,
+                   tokens_per_sec=tokens_per_sec, wall_s=time.time() - started, params=raw_model.num_params(),
+                   data_fingerprint=fingerprint, out_dir=cfg['out_dir'])
+    if master and own_bar:
+        print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s, val loss {summary['val_loss']:.4f} "
+              f"(best {best_val_loss:.4f}); checkpoint {ckpt_path}")
+    return summary
+
+
+def write_row(writer, file, row, iter_num, lr, tokens_per_sec, started, fingerprint):
+    writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
+                         elapsed_s=f'{time.time() - started:.2f}', data_fingerprint=f'{fingerprint:08x}'))
+    file.flush()
+
+
+# Dense bf16/fp16 tensor-core peaks from NVIDIA's datasheets, FLOP/s, for MFU.
+GPU_PEAK_FLOPS = {'H200': 989e12, 'H100': 989e12, 'A100': 312e12, 'L40S': 362e12, 'L4': 121e12,
+                  'A10G': 125e12, 'RTX 4090': 165e12, 'RTX 3090': 71e12, 'V100': 125e12, 'T4': 65e12}
+
+
+def gpu_peak_flops(device, dtype):
+    """The datasheet peak of a known GPU in 16-bit (None if unknown); fp32 runs at TF32 at best."""
+    name = torch.cuda.get_device_name(device)
+    for key, flops in GPU_PEAK_FLOPS.items():
+        if key in name:
+            return flops if dtype in ('bfloat16', 'float16') else flops / 2
+    return None
+
+
+def main(argv):
+    train(parse_train_args(argv))
+
+
+if __name__ == '__main__':
+    run_cli(main)
