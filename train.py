@@ -234,7 +234,8 @@ def check_writable(out_dir):
 
 def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to
-    advance instead of drawing one (ablate.py shares one bar across runs). Returns a summary."""
+    advance instead of drawing one (ablate.py shares one bar across runs). Returns a summary
+    dict: iterations, final and best losses, tokens/s, wall time, and the trained model."""
     cfg = dict(cfg)
     ddp = int(os.environ.get('RANK', -1)) != -1
     if ddp:
@@ -414,7 +415,7 @@ def train(cfg, progress=None):
             destroy_process_group()
     summary = dict(iters=iter_num, train_loss=last.get('train'), val_loss=last.get('val'), best_val_loss=best_val_loss,
                    tokens_per_sec=tokens_per_sec, wall_s=time.time() - started, params=raw_model.num_params(),
-                   data_fingerprint=fingerprint, out_dir=cfg['out_dir'])
+                   data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
     if master and own_bar:
         print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s, val loss {summary['val_loss']:.4f} "
               f"(best {best_val_loss:.4f}); checkpoint {ckpt_path}")

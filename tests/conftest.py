@@ -33,3 +33,49 @@ def gpt2_files_cached():
 def gpt2_files():
     if not gpt2_files_cached():
         pytest.skip("tiktoken's GPT-2 files are not cached (set TIKTOKEN_CACHE_DIR)")
+
+
+# -----------------------------------------------------------------------------
+# A tiny character-level dataset and training settings that finish in seconds on a CPU.
+
+_LINES = [
+    "First Citizen: Before we proceed any further, hear me speak.",
+    "All: Speak, speak.",
+    "First Citizen: You are all resolved rather to die than to famish?",
+    "All: Resolved. resolved.",
+    "MENENIUS: What work's, my countrymen, in hand? where go you",
+    "With bats and clubs? The matter? speak, I pray you.",
+    "ROMEO: But, soft! what light through yonder window breaks?",
+    "JULIET: O Romeo, Romeo! wherefore art thou Romeo?",
+    "HAMLET: To be, or not to be, that is the question.",
+    "KING RICHARD III: Now is the winter of our discontent",
+    "Made glorious summer by this sun of York.",
+]
+
+
+def tiny_corpus(n_lines=600, seed=0):
+    import random
+    rng = random.Random(seed)
+    return "\n".join(rng.choice(_LINES) for _ in range(n_lines)) + "\n"
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """A prepared char-level dataset named 'tiny'; returns its data_dir (the folder holding tiny/)."""
+    import prepare
+    root = tmp_path_factory.mktemp("data")
+    source = root / "tiny.txt"
+    source.write_text(tiny_corpus(), encoding="utf-8")
+    prepare.main([f"--input={source}", "--dataset=tiny", f"--out_dir={root}"])
+    return str(root)
+
+
+TINY_TRAIN = dict(dataset="tiny", n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=8, max_iters=40,
+                  eval_interval=20, eval_iters=2, log_interval=5, progress=False, learning_rate=3e-3,
+                  warmup_iters=5, device="cpu", dtype="float32", compile="false")
+
+
+def tiny_train_args(data_dir, out_dir, **overrides):
+    """Command-line options for a tiny training run."""
+    settings = dict(TINY_TRAIN, data_dir=data_dir, out_dir=out_dir, **overrides)
+    return [f"--{key}={value}" for key, value in settings.items()]

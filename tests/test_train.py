@@ -1,0 +1,141 @@
+"""train.py and sample.py end to end on a tiny corpus: learning, checkpoints, metrics, resume,
+the tie surviving it, DDP on CPU, and sampling."""
+
+import csv
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import sample
+import train
+from conftest import REPO_ROOT, tiny_train_args
+
+
+def run_training(data_dir, out_dir, **overrides):
+    return train.train(train.parse_train_args(tiny_train_args(data_dir, out_dir, **overrides)))
+
+
+def read_metrics(out_dir):
+    with open(os.path.join(out_dir, 'metrics.csv'), newline='') as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope='module')
+def trained(tiny_data, tmp_path_factory):
+    out_dir = str(tmp_path_factory.mktemp('out'))
+    summary = run_training(tiny_data, out_dir, max_iters=150, eval_interval=50)
+    return out_dir, summary
+
+
+def test_loss_decreases_and_outputs_are_written(trained):
+    out_dir, summary = trained
+    rows = read_metrics(out_dir)
+    ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
+    assert [int(r['iter']) for r in rows] == list(range(0, 151, 5))
+    first_val = float(rows[0]['val_loss'])
+    assert first_val == pytest.approx(math.log(ckpt['meta']['vocab_size']), abs=0.3)  # ~log n at init
+    assert summary['val_loss'] < first_val - 1.0
+    assert float(rows[-1]['val_loss']) == pytest.approx(summary['val_loss'], abs=1e-4)
+    assert all(float(r['tokens_per_sec']) > 0 for r in rows[1:])
+    assert ckpt['iter_num'] == 150
+    assert ckpt['meta']['tokenizer'] == 'char'
+    for name, value in summary['model'].state_dict().items():
+        assert torch.equal(ckpt['model'][name], value)
+
+
+def test_twenty_iterations_equal_ten_plus_resume_plus_ten(tiny_data, tmp_path):
+    # lr_decay_iters pins the schedule to 20 iterations for the 10-iteration first half too.
+    # Dropout on, so the restored global RNG matters as well as the data order.
+    common = dict(lr_decay_iters=20, eval_interval=5, dropout=0.1, tie_mode='shuffle')
+    straight = run_training(tiny_data, str(tmp_path / 'a'), max_iters=20, **common)
+    run_training(tiny_data, str(tmp_path / 'b'), max_iters=10, **common)
+    resumed = run_training(tiny_data, str(tmp_path / 'b'), max_iters=20, init_from='resume', **common)
+    assert resumed['iters'] == 20
+    assert resumed['data_fingerprint'] == straight['data_fingerprint']
+    for name, value in straight['model'].state_dict().items():
+        assert torch.equal(resumed['model'].state_dict()[name], value), name
+    # The metrics of the resumed run continue the first half without gaps or repeats.
+    assert [int(r['iter']) for r in read_metrics(str(tmp_path / 'b'))] == list(range(0, 21, 5))
+    assert read_metrics(str(tmp_path / 'b'))[-1]['data_fingerprint'] == read_metrics(str(tmp_path / 'a'))[-1]['data_fingerprint']
+
+
+def test_the_tie_survives_a_resume(tiny_data, tmp_path):
+    out_dir = str(tmp_path)
+    run_training(tiny_data, out_dir, max_iters=10, tie_mode='tied')
+    resumed = run_training(tiny_data, out_dir, max_iters=20, init_from='resume')
+    assert resumed['model'].is_tied
+    ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
+    assert ckpt['model']['lm_head.weight'].data_ptr() == ckpt['model']['token_embedding_table.weight'].data_ptr()
+
+
+def test_every_tie_mode_trains(tiny_data, tmp_path):
+    for mode in ('untied', 'small_init', 'proj', 'shufflenet', 'bert', 'logit_scale'):
+        summary = run_training(tiny_data, str(tmp_path / mode), max_iters=20, eval_interval=20, tie_mode=mode)
+        assert summary['model'].is_tied == (mode != 'untied')
+        rows = read_metrics(str(tmp_path / mode))
+        assert summary['val_loss'] < float(rows[0]['val_loss']), mode
+
+
+def test_ddp_two_cpu_processes_end_identical_and_tied(tiny_data, tmp_path):
+    script = tmp_path / 'ddp_run.py'
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, torch
+        sys.path.insert(0, {REPO_ROOT!r})
+        import train
+        summary = train.train(train.parse_train_args(sys.argv[1:]))
+        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{os.environ['RANK']}}.pt"))
+    """))
+    args = tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=8, eval_interval=4,
+                           gradient_accumulation_steps=2)
+    result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                             str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rank0 = torch.load(tmp_path / 'rank0.pt', weights_only=True)
+    rank1 = torch.load(tmp_path / 'rank1.pt', weights_only=True)
+    for name in rank0:
+        assert torch.equal(rank0[name], rank1[name]), name
+    assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
+    ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)  # written by rank 0 alone
+    assert torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
+
+
+def test_sample_gives_the_requested_samples_in_the_vocabulary(trained, tiny_data):
+    out_dir, _ = trained
+    samples = sample.generate_samples(dict(sample.DEFAULTS, out_dir=out_dir, start='ROMEO:', num_samples=4,
+                                           max_new_tokens=80, device='cpu'))
+    vocabulary = set(torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)['meta']['chars'])
+    assert len(samples) == 4
+    for text in samples:
+        assert len(text) == len('ROMEO:') + 80
+        assert text.startswith('ROMEO:')
+        assert set(text) <= vocabulary
+    assert len(set(samples)) > 1  # sampled, not the same text four times
+
+
+def test_sample_script_prints_each_sample_with_a_separator(trained):
+    out_dir, _ = trained
+    result = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out_dir}', '--num_samples=2',
+                             '--max_new_tokens=30', '--device=cpu', '--start=All:'],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    chunks = result.stdout.split(sample.SEPARATOR + '\n')
+    assert len(chunks) == 3 and chunks[-1] == ''
+    assert all(chunk.startswith('All:') and len(chunk) == len('All:') + 30 + 1 for chunk in chunks[:2])
+
+
+@pytest.mark.parametrize('args, culprit', [
+    (['--n_layr=2'], '--n_layr'),
+    (['--max_iters=1.5'], '--max_iters'),
+    (['--tie_mode=tide'], 'shufflenet'),
+])
+def test_train_rejects_bad_options_in_one_line(args, culprit):
+    result = subprocess.run([sys.executable, 'train.py', *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert culprit in result.stderr and 'Traceback' not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
