@@ -26,7 +26,7 @@ from model import GPT, GPTConfig, TIE_MODES
 DEFAULTS = dict(
     vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
     block_size=64,          # context measured; short to keep the table near a minute on a CPU
-    batch_size=4,           # sequences per seed
+    batch_size=2,           # sequences per seed
     seeds=3,                # weight draws averaged per row
     init_std=0.02,
     shuffle_groups=4,
@@ -72,17 +72,30 @@ def predicted_initial_loss(cfg):
 
 
 @torch.inference_mode()
-def measure_initial_loss(cfg, seeds, batch_size, device='cpu'):
-    """Mean and std over seeds of the cross-entropy at init on uniformly random tokens."""
-    losses = []
+def measure_initial_losses(cfg, seeds, batch_size, device='cpu'):
+    """Cross-entropy at init on uniformly random tokens, as {emb_scale: (mean, std over seeds)}.
+
+    emb_scale only changes the forward pass, so both settings are measured on the same weights
+    and batches (a paired comparison), and each seed costs one initialisation, not two. The
+    model is built once and re-initialised per seed with init_weights(), the same code the
+    constructor runs.
+    """
+    model = GPT(cfg).to(device).eval()
+    losses = {False: [], True: []}
     for seed in range(seeds):
         torch.manual_seed(seed)
-        model = GPT(cfg).to(device).eval()
+        model.init_weights()
         idx = torch.randint(cfg.vocab_size, (batch_size, cfg.block_size + 1), device=device)
-        _, loss = model(idx[:, :-1], targets=idx[:, 1:])
-        losses.append(loss.item())
-    losses = torch.tensor(losses, dtype=torch.float64)
-    return losses.mean().item(), (losses.std().item() if seeds > 1 else 0.0)
+        for emb_scale in losses:
+            model.config.emb_scale = emb_scale
+            _, loss = model(idx[:, :-1], targets=idx[:, 1:])
+            losses[emb_scale].append(loss.item())
+    model.config.emb_scale = cfg.emb_scale
+    result = {}
+    for emb_scale, values in losses.items():
+        values = torch.tensor(values, dtype=torch.float64)
+        result[emb_scale] = (values.mean().item(), values.std().item() if seeds > 1 else 0.0)
+    return result
 
 
 def main(argv):
@@ -107,21 +120,25 @@ def main(argv):
               f"{'meas/pred':>9} {'meas-log n':>10}", file=out)
     started = time.time()
     for zero_init_residual in (True, False):
-        for emb_scale in (False, True):
-            for mode in modes:
-                try:
-                    cfg = GPTConfig(tie_mode=mode, emb_scale=emb_scale, zero_init_residual=zero_init_residual,
-                                    dropout=0.0, bias=False, **{k: args[k] for k in model_keys})
-                except ValueError as e:
-                    raise UserError(str(e)) from None
-                measured, spread = measure_initial_loss(cfg, args['seeds'], args['batch_size'], args['device'])
-                predicted = predicted_initial_loss(cfg)
+        rows = {False: [], True: []}  # printed grouped by emb_scale, measured together per mode
+        for mode in modes:
+            try:
+                cfg = GPTConfig(tie_mode=mode, zero_init_residual=zero_init_residual, dropout=0.0, bias=False,
+                                **{k: args[k] for k in model_keys})
+            except ValueError as e:
+                raise UserError(str(e)) from None
+            for emb_scale, (measured, spread) in measure_initial_losses(cfg, args['seeds'], args['batch_size'],
+                                                                        args['device']).items():
+                cfg.emb_scale = emb_scale
+                rows[emb_scale].append((mode, measured, spread, predicted_initial_loss(cfg)))
+        for emb_scale, mode_rows in rows.items():
+            for mode, measured, spread, predicted in mode_rows:
                 if args['json']:
                     print(json.dumps(dict(tie_mode=mode, emb_scale=emb_scale, zero_init_residual=zero_init_residual,
-                                          vocab_size=cfg.vocab_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
-                                          init_std=cfg.init_std, measured=round(measured, 4),
-                                          measured_std=round(spread, 4), predicted=round(predicted, 4),
-                                          log_n=round(log_n, 4))), file=out, flush=True)
+                                          vocab_size=args['vocab_size'], n_embd=args['n_embd'],
+                                          n_layer=args['n_layer'], init_std=args['init_std'],
+                                          measured=round(measured, 4), measured_std=round(spread, 4),
+                                          predicted=round(predicted, 4), log_n=round(log_n, 4))), file=out, flush=True)
                 else:
                     residual = 'zero' if zero_init_residual else 'gpt2'
                     print(f"{mode:<12} {str(emb_scale).lower():<9} {residual:<9} {measured:>8.3f} ± {spread:<5.3f}"
