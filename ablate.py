@@ -1,0 +1,504 @@
+"""
+The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
+budget, one run after another, and compare their losses and curves.
+
+    python ablate.py                                   # experiment 1: train.py's small char-level model, every mode
+    python ablate.py config/ablate_char.py             # the same sized for a 2-core CPU (3 seeds, fewer iterations)
+    python ablate.py config/ablate_bpe.py --zero_init_residual=true --out_dir=out-ablation-bpe-zero
+    python ablate.py --modes=tied,untied,shuffle --seeds=3
+    python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
+
+Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
+init_from (ablate.py decides it). Each run is train.train itself, the loop of train.py, in
+out_dir/<mode>-seed<seed>/. The data order depends only on the seed, so for one seed every mode
+sees the same batches, and the evaluation batches are the same for all.
+
+Stopping and starting again: a finished run leaves result.json (with the settings it was made
+with) and is skipped when the command is run again; an interrupted run continues from its last
+checkpoint; a run made with different settings stops the ablation with an error instead of
+mixing results. So Ctrl-C and re-running the same command loses at most one eval_interval.
+
+Writes to out_dir:
+    ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint)
+    summary.md        one row per mode: parameters, initial loss next to the predicted one and log n,
+                      loss after 1 %, 10 % and 100 % of the budget, validation loss, tokens/s
+    summary.json      the same numbers, per seed and as mean and std over seeds
+    loss_curves.png   every mode on one figure (needs matplotlib)
+"""
+
+import csv
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+
+import train
+from common import UserError, atomic_path, atomic_write_bytes, run_cli
+from init_loss import predicted_initial_loss
+from model import GPTConfig, TIE_MODES
+from prepare import load_meta
+
+# train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
+# because the table's 1 % point and the first hundred steps of the curves need every step.
+DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
+DEFAULTS.update(
+    out_dir='out-ablation',
+    log_interval=1,
+    modes=','.join(TIE_MODES),  # comma separated, trained in this order
+    seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
+    quick=False,                # the preset below
+)
+ABLATE_KEYS = ('modes', 'seeds', 'quick')
+
+# --quick: a tiny model and a few tens of iterations, seconds per mode, for tests and smoke checks.
+# These keys are set unless given on the command line; everything else keeps its value.
+QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=8, max_iters=30, lr_decay_iters=None,
+             warmup_iters=3, eval_interval=10, eval_iters=2, log_interval=1, out_dir='out-ablation-quick')
+
+# Keys that do not change what a run computes; all others must match to skip or resume a run.
+BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
+
+# The table's "loss after f of the budget" is the mean training step loss over the logged iterations
+# within a factor WINDOW of iteration round(f * max_iters): evaluations happen only every eval_interval,
+# and one batch is noisy. E.g. for 600 iterations: 1 % -> iterations 5-7, 10 % -> 48-75, 100 % -> 480-599.
+FRACTIONS = (0.01, 0.1, 1.0)
+WINDOW = 1.25
+
+CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
+              'data_fingerprint')
+
+
+def parse_args(argv):
+    for arg in argv:
+        if arg.startswith('--tie_mode'):
+            raise UserError("ablate.py trains several tie modes: use --modes=a,b,c instead of --tie_mode")
+        if arg.startswith('--init_from'):
+            raise UserError("ablate.py decides --init_from itself: re-run the same command to resume an ablation")
+    cfg = train.parse_train_args(argv, DEFAULTS)  # the same checks as train.py
+    if cfg['quick']:
+        given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
+        cfg.update({k: v for k, v in QUICK.items() if k not in given})
+    modes = [m.strip() for m in cfg['modes'].split(',') if m.strip()]
+    unknown = [m for m in modes if m not in TIE_MODES]
+    if unknown or not modes:
+        raise UserError(f"--modes has {', '.join(map(repr, unknown)) or 'no modes'}; "
+                        f"choose from: {', '.join(TIE_MODES)} (comma separated)")
+    cfg['modes'] = ','.join(dict.fromkeys(modes))  # a mode named twice is trained once
+    if cfg['seeds'] < 1:
+        raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
+    if cfg['max_iters'] < 1:
+        raise UserError(f"--max_iters must be at least 1 for an ablation, got {cfg['max_iters']}")
+    return cfg
+
+
+def plan_runs(cfg):
+    """(mode, seed, run_cfg) for every run, in training order: the train.py config of each run."""
+    base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
+    runs = []
+    for mode in cfg['modes'].split(','):
+        for k in range(cfg['seeds']):
+            seed = cfg['seed'] + k
+            run_cfg = dict(base, tie_mode=mode, seed=seed, init_from='scratch',
+                           out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
+            runs.append((mode, seed, run_cfg))
+    return runs
+
+
+def model_config(run_cfg, vocab_size):
+    """The run's GPTConfig, checked now rather than minutes into the ablation (e.g. an odd width for shuffle)."""
+    try:
+        return GPTConfig(**{k: run_cfg[k] for k in train.MODEL_KEYS if k != 'vocab_size'},
+                         vocab_size=run_cfg['vocab_size'] or vocab_size)
+    except ValueError as e:
+        raise UserError(f"tie_mode={run_cfg['tie_mode']}: {e}") from None
+
+
+def recorded_config(run_cfg):
+    """What a run is made with, as it is stored in result.json (through JSON, so comparisons are fair)."""
+    return json.loads(json.dumps({k: v for k, v in run_cfg.items() if k not in BOOKKEEPING_KEYS}))
+
+
+def check_same_config(wanted, saved, where, run_dir):
+    """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
+    differ = [k for k in wanted
+              if saved.get(k) != wanted[k] and not (k == 'vocab_size' and wanted[k] is None)]
+    if differ:
+        key = differ[0]
+        more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""
+        raise UserError(f"{where} was made with {key}={saved.get(key)!r}, but this ablation asks for "
+                        f"{key}={wanted[key]!r}{more}; use another --out_dir, or delete {run_dir} to train it again")
+
+
+# ---------------------------------------------------------------- training
+
+def run_all(cfg, runs, bar):
+    """Train what is not trained yet. Returns {'trained': [...], 'resumed': [...], 'skipped': [...]} of (mode, seed)."""
+    from tqdm import tqdm
+    done = dict(trained=[], resumed=[], skipped=[])
+    for i, (mode, seed, run_cfg) in enumerate(runs, 1):
+        run_dir = run_cfg['out_dir']
+        wanted = recorded_config(run_cfg)
+        result_path = os.path.join(run_dir, 'result.json')
+        ckpt_path = os.path.join(run_dir, 'ckpt.pt')
+        if os.path.exists(result_path):
+            result = read_result(result_path)
+            check_same_config(wanted, result['config'], result_path, run_dir)
+            tqdm.write(f"{mode} seed {seed}: finished earlier, skipped ({result_path})")
+            bar.update(cfg['max_iters'])
+            done['skipped'].append((mode, seed))
+            continue
+        if os.path.exists(ckpt_path):
+            # Interrupted midway: continue from the checkpoint, which train.py restores exactly
+            # (weights, optimizer, RNG and data order), if it was made with these settings.
+            ckpt = train.load_checkpoint(ckpt_path, 'cpu')
+            check_same_config(wanted, ckpt.get('config', {}), ckpt_path, run_dir)
+            run_cfg = dict(run_cfg, init_from='resume')
+            bar.update(ckpt['iter_num'])
+            tqdm.write(f"{mode} seed {seed}: resuming from iteration {ckpt['iter_num']} ({ckpt_path})")
+            del ckpt
+        bar.set_description(f"{mode} seed {seed} [{i}/{len(runs)}]")
+        summary = train.train(run_cfg, progress=bar)  # the bar replaces train.py's own printing
+        result = dict(mode=mode, seed=seed, config=wanted, resumed=run_cfg['init_from'] == 'resume',
+                      summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
+        # Written last and atomically: its presence means the run is complete.
+        atomic_write_bytes(result_path, (json.dumps(result, indent=1) + '\n').encode())
+        done['resumed' if result['resumed'] else 'trained'].append((mode, seed))
+        tqdm.write(f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) "
+                   f"after {summary['iters']} iterations, {summary['wall_s']:.0f} s")
+    return done
+
+
+def read_result(path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            result = json.load(f)
+        result['config'], result['summary']
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path} is unreadable ({e}); delete its folder to train that run again") from None
+    return result
+
+
+def read_metrics(run_dir):
+    path = os.path.join(run_dir, 'metrics.csv')
+    try:
+        with open(path, newline='') as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise UserError(f"cannot read {path} ({e.strerror}); delete {run_dir} to train that run again") from None
+
+
+# ---------------------------------------------------------------- summaries
+
+def number(text):
+    return float(text) if text not in ('', None) else None
+
+
+def loss_near(rows, center, last_iter):
+    """Mean step loss over the logged iterations in [center / WINDOW, center * WINDOW] (see WINDOW)."""
+    lo, hi = center / WINDOW, min(center * WINDOW, last_iter)
+    values = [r['step_loss'] for r in rows if lo <= r['iter'] <= hi and r['step_loss'] is not None]
+    if not values:  # a log_interval coarser than the window: take the nearest logged step
+        nearest = min((r for r in rows if r['step_loss'] is not None), key=lambda r: abs(r['iter'] - center))
+        values = [nearest['step_loss']]
+    return sum(values) / len(values)
+
+
+def run_numbers(rows, result, cfg, vocab_size):
+    """The numbers of one run for the table."""
+    max_iters = cfg['max_iters']
+    first = rows[0]
+    numbers = dict(
+        params=result['summary']['params'],
+        init_step_loss=first['step_loss'],
+        init_val_loss=first['val_loss'],
+        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=result['mode']), vocab_size)),
+        log_n=math.log(vocab_size),
+    )
+    for f in FRACTIONS:
+        numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
+    numbers['final_val_loss'] = result['summary']['val_loss']
+    numbers['best_val_loss'] = result['summary']['best_val_loss']
+    # The median over logged steps: the machine may be shared, and a single window can stall.
+    numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
+    return numbers
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def machine_line():
+    import torch
+    cpu = platform.processor() or ''
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
+    except OSError:
+        pass
+    threads = os.environ.get('OMP_NUM_THREADS')
+    return (f"{platform.platform()}, {os.cpu_count()} CPUs{' (' + cpu + ')' if cpu else ''}, python "
+            f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch threads"
+            f"{' (OMP_NUM_THREADS=' + threads + ')' if threads else ''}")
+
+
+COLUMNS = [  # (key, header, format)
+    ('params', 'params', '{:,.0f}'),
+    ('init_step_loss', 'initial loss (step 0)', '{:.3f}'),
+    ('init_val_loss', 'initial val loss', '{:.3f}'),
+    ('predicted_init_loss', 'predicted (*)', '{:.3f}'),
+    ('log_n', 'log n', '{:.3f}'),
+    ('train_loss_0.01', 'train loss @1 %', '{:.3f}'),
+    ('train_loss_0.1', 'train loss @10 %', '{:.3f}'),
+    ('train_loss_1', 'train loss @100 %', '{:.3f}'),
+    ('final_val_loss', 'val loss at end', '{:.3f}'),
+    ('best_val_loss', 'best val loss', '{:.3f}'),
+    ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
+]
+
+
+def iteration_range(center, max_iters):
+    lo, hi = math.ceil(center / WINDOW), min(math.floor(center * WINDOW), max_iters - 1)
+    return f"iteration {lo}" if lo >= hi else f"iterations {lo}-{hi}"
+
+
+def summarize(cfg, runs, vocab_size, argv):
+    """ablation.csv rows, and the per-mode numbers (per seed, mean, std) for summary.md/json."""
+    csv_rows, per_mode, curves = [], {}, {}
+    for mode, seed, run_cfg in runs:
+        result = read_result(os.path.join(run_cfg['out_dir'], 'result.json'))
+        raw = read_metrics(run_cfg['out_dir'])
+        for r in raw:
+            csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
+        rows = [dict(iter=int(r['iter']), step_loss=number(r['step_loss']), train_loss=number(r['train_loss']),
+                     val_loss=number(r['val_loss']), tokens_per_sec=number(r['tokens_per_sec'])) for r in raw]
+        per_mode.setdefault(mode, []).append(run_numbers(rows, result, cfg, vocab_size))
+        curves.setdefault(mode, []).append(rows)
+    table = {}
+    for mode, seed_numbers in per_mode.items():
+        table[mode] = {}
+        for key, _, _ in COLUMNS:
+            mean, std = mean_std([n[key] for n in seed_numbers])
+            table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
+    seeds = [cfg['seed'] + k for k in range(cfg['seeds'])]
+    max_iters = cfg['max_iters']
+    points = {f: max(1, round(f * max_iters)) for f in FRACTIONS}
+    info = dict(
+        command='python ablate.py ' + shlex.join(argv),
+        machine=machine_line(),
+        dataset=cfg['dataset'], vocab_size=vocab_size, seeds=seeds, max_iters=max_iters,
+        config={k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS},
+        loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
+                          f"iteration round(f * max_iters), the last iteration at most: " +
+                          ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
+        modes=table,
+    )
+    return csv_rows, info, curves
+
+
+SEED_FREE = ('params', 'predicted_init_loss', 'log_n')  # the same for every seed: no ± 0
+
+
+def fmt(cell, spec, key):
+    if cell['mean'] is None:
+        return '–'
+    text = spec.format(cell['mean'])
+    if cell['std'] is not None and key not in SEED_FREE:
+        text += ' ± ' + spec.format(cell['std'])
+    return text
+
+
+def markdown(info):
+    cfg = info['config']
+    seeds = info['seeds']
+    lines = [
+        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})",
+        "",
+        f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
+        f"batch {cfg['batch_size']} x {cfg['gradient_accumulation_steps']}, {info['max_iters']} iterations, "
+        f"lr {cfg['learning_rate']:g} (warmup {cfg['warmup_iters']}, cosine to {cfg['min_lr']:g} at "
+        f"{cfg['lr_decay_iters'] or info['max_iters']}), init_std {cfg['init_std']:g}, "
+        f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, emb_scale={str(cfg['emb_scale']).lower()}, "
+        f"dropout {cfg['dropout']:g}; "
+        + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), mean ± std over seeds."
+           if len(seeds) > 1 else f"one seed ({seeds[0]})."),
+        "",
+        '| mode | ' + ' | '.join(header for _, header, _ in COLUMNS) + ' |',
+        '|---|' + '---:|' * len(COLUMNS),
+    ]
+    for mode, cells in info['modes'].items():
+        lines.append(f"| {mode} | " + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+    lines += [
+        "",
+        "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
+        f"evaluation at iteration 0 ({cfg['eval_iters']} fixed batches); predicted (*): "
+        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
+        "and uniformly random tokens. "
+        f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
+        "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
+        "",
+        f"Command: `{info['command']}`",
+        "",
+        f"Machine: {info['machine']}",
+        "",
+    ]
+    return '\n'.join(lines)
+
+
+def write_csv(path, rows):
+    with atomic_path(path) as tmp:
+        with open(tmp, 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+# ---------------------------------------------------------------- the figure
+
+def smooth_log(values, factor=1.15):
+    """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
+    the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
+    prefix = [0.0]
+    for v in values:
+        prefix.append(prefix[-1] + v)
+    out = []
+    for i in range(len(values)):
+        lo, hi = int(i / factor), min(len(values) - 1, int(i * factor))
+        out.append((prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo))
+    return out
+
+
+def mean_curve(seed_rows, key):
+    """(iterations, mean over seeds) of one metric, at the iterations every seed logged it."""
+    by_iter = {}
+    for rows in seed_rows:
+        for r in rows:
+            if r[key] is not None:
+                by_iter.setdefault(r['iter'], []).append(r[key])
+    iters = sorted(i for i, v in by_iter.items() if len(v) == len(seed_rows))
+    return iters, [statistics.fmean(by_iter[i]) for i in iters]
+
+
+def plot(path, curves, info):
+    """Training (light, smoothed) and validation (markers) curves of every mode, mean over seeds.
+    Returns False, without a figure, where matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    log_n = math.log(info['vocab_size'])
+    fig, (ax_all, ax_end) = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors = plt.get_cmap('tab10').colors
+    max_iters = info['max_iters']
+    starts, lows, ends = {}, [], {}
+    for k, (mode, seed_rows) in enumerate(curves.items()):
+        color = colors[k % len(colors)]
+        iters, step = mean_curve(seed_rows, 'step_loss')
+        smoothed = smooth_log(step)
+        val_iters, val = mean_curve(seed_rows, 'val_loss')
+        x = [i + 1 for i in iters]
+        for ax in (ax_all, ax_end):
+            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0)
+            ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
+                    label=mode)
+        starts[mode] = smoothed[0]
+        lows.append(min(smoothed + val))
+        ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
+                     [v for i, v in zip(val_iters, val) if i >= max_iters // 2]
+    # Left: the whole run on a log axis, so the first hundred steps are visible. The top is set by the
+    # typical start, so one mode starting far above the others does not squash the rest.
+    low = min(lows)
+    top = max(log_n, statistics.median(starts.values()))
+    top += 0.12 * (top - low)
+    clipped = [f"{m} {v:.2f}" for m, v in starts.items() if v > top]
+    ax_all.set_xscale('log')
+    ax_all.set_ylim(low - 0.05 * (top - low), top)
+    ax_all.axhline(log_n, color='gray', linestyle=':', linewidth=1)
+    ax_all.text(0.99, log_n, 'log n', va='bottom', ha='right', color='gray', fontsize=8,
+                transform=ax_all.get_yaxis_transform())
+    ax_all.set_xlabel('iteration + 1 (log scale)')
+    ax_all.set_ylabel('loss (nats/token)')
+    ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''),
+                     fontsize=9)
+    # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
+    # the typical spread (more than that spread again above the median top) is left off scale and named.
+    ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)
+    lo_end = min(min(v) for v in ends.values())
+    typical = statistics.median(max(v) for v in ends.values())
+    hi_end = max(max(v) for v in ends.values() if min(v) <= typical + max(typical - lo_end, 0.05))
+    pad = 0.08 * (hi_end - lo_end or 0.1)
+    ax_end.set_ylim(lo_end - pad, hi_end + pad)
+    far = [f"{m} {v[-1]:.2f}" for m, v in ends.items() if min(v) > hi_end + pad]
+    ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
+    ax_end.set_xlabel('iteration + 1')
+    ax_end.legend(fontsize=8, ncol=2)
+    for ax in (ax_all, ax_end):
+        ax.grid(True, which='both', alpha=0.25)
+    cfg = info['config']
+    seeds = len(info['seeds'])
+    fig.suptitle(f"{info['dataset']}: {cfg['n_layer']}L x {cfg['n_embd']}, {max_iters} iterations, "
+                 f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
+                 f"emb_scale={str(cfg['emb_scale']).lower()}; "
+                 f"{'mean of ' + str(seeds) + ' seeds' if seeds > 1 else 'one seed'}; "
+                 f"lines: training step loss (smoothed), dots: validation", fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format='png')
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- main
+
+def ablate(cfg, argv=()):
+    """Train and summarise the ablation that cfg (from parse_args) describes. Returns what run_all did
+    plus the summary numbers."""
+    from tqdm import tqdm
+    started = time.time()
+    meta = load_meta(os.path.join(cfg['data_dir'], cfg['dataset']))  # fails now, not after the first run
+    runs = plan_runs(cfg)
+    for _, _, run_cfg in runs[::cfg['seeds']]:
+        model_config(run_cfg, meta['vocab_size'])
+    os.makedirs(cfg['out_dir'], exist_ok=True)
+    bar = tqdm(total=len(runs) * cfg['max_iters'], disable=not cfg['progress'], dynamic_ncols=True,
+               unit='it', desc='ablation')
+    try:
+        done = run_all(cfg, runs, bar)
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"\nablation interrupted: finished runs are kept and the current one resumes from its last "
+              f"checkpoint; re-run the same command to continue", file=sys.stderr)
+        raise
+    bar.close()
+
+    csv_rows, info, curves = summarize(cfg, runs, meta['vocab_size'], list(argv))
+    write_csv(os.path.join(cfg['out_dir'], 'ablation.csv'), csv_rows)
+    table = markdown(info)
+    atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.md'), table.encode())
+    atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.json'), (json.dumps(info, indent=1) + '\n').encode())
+    figure = os.path.join(cfg['out_dir'], 'loss_curves.png')
+    has_figure = plot(figure, curves, info)
+    print(table)
+    print(f"{len(done['trained'])} runs trained, {len(done['resumed'])} resumed, {len(done['skipped'])} skipped "
+          f"(finished earlier), in {time.time() - started:.0f} s; wrote {cfg['out_dir']}/ablation.csv, "
+          f"summary.md, summary.json" + (", loss_curves.png" if has_figure else ""))
+    if not has_figure:
+        print("matplotlib is not installed, so there is no loss_curves.png; get it with: pip install matplotlib "
+              "and re-run the same command (finished runs are not trained again)")
+    return dict(done, info=info, figure=figure if has_figure else None)
+
+
+def main(argv):
+    ablate(parse_args(argv), argv)
+
+
+if __name__ == '__main__':
+    run_cli(main)

@@ -1,0 +1,16 @@
+# Experiment 1 of the tie-mode ablation, sized for a 2-core CPU (about half an hour): train.py's
+# small character-level model (4 layers, 4 heads, width 128, context 64, batch 12, GPT-2 init)
+# in every tie mode with 3 seeds, for 500 iterations instead of train.py's 2000.
+#   python ablate.py config/ablate_char.py
+# The full 2000-iteration version (about four times as long) is
+#   python ablate.py config/ablate_char.py --max_iters=2000 --lr_decay_iters=2000 --warmup_iters=100 --out_dir=out-ablation-char-2000
+out_dir = 'out-ablation-char'
+dataset = 'shakespeare_char'
+seeds = 3
+
+max_iters = 500
+lr_decay_iters = 500   # the cosine schedule ends with the budget
+warmup_iters = 50      # train.py's 100 is a fifth of this budget; keep it a tenth
+eval_interval = 100    # validation curve points; each evaluation costs about 13 iterations here
+eval_iters = 20
+log_interval = 1       # every step: the 1 % point and the log-scaled curves need them
