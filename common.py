@@ -28,8 +28,10 @@ def run_cli(main):
         # One line, so it reads well in a terminal and greps well in a log.
         print("error: " + " ".join(str(e).split("\n")), file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        # 130 = 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C. A script that
+        # saved its work says so in the exception's message.
+        print(str(e) or "interrupted", file=sys.stderr)
         sys.exit(130)
 
 
@@ -201,6 +203,46 @@ def atomic_path(path):
         _fsync(directory, os.O_RDONLY)
 
 
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only the check that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temps(path):
+    """
+    Delete the temporary files that atomic_path left beside path in processes that were killed
+    mid-write (SIGKILL, out of memory, power loss). Each is a partial copy as large as the file,
+    so a run that is killed and resumed many times would otherwise fill the disk. A temp file
+    whose process is still alive is left alone: someone may be writing it right now.
+    """
+    if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
+        return []
+    directory, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}.tmp-"
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        pid = entry[len(prefix):]
+        if not entry.startswith(prefix) or not pid.isdigit():
+            continue
+        # Our own pid is no writer here (we are not writing now): a dead process had it before us,
+        # which is common in containers, where every run starts with the same small pids.
+        if int(pid) != os.getpid() and _pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, entry))
+            removed.append(entry)
+    return removed
+
+
 def atomic_write_bytes(path, data):
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
@@ -210,7 +252,15 @@ def atomic_write_bytes(path, data):
 def atomic_torch_save(obj, path):
     import torch
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        with open(tmp, "wb") as f:
+            try:
+                torch.save(obj, f)
+            except RuntimeError as e:
+                # torch's zip writer turns whatever stopped a write into a bare RuntimeError: an OSError
+                # (disk full, file too large) names the cause, and a Ctrl-C must stay a Ctrl-C.
+                if isinstance(e.__context__, (OSError, KeyboardInterrupt)):
+                    raise e.__context__ from None
+                raise
 
 
 # -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import urllib.request
 
 import numpy as np
 
-from common import UserError, atomic_path, atomic_write_bytes, parse_config, run_cli
+from common import UserError, atomic_path, atomic_write_bytes, parse_config, remove_stale_temps, run_cli
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -307,6 +307,8 @@ def write_dataset(data_dir, ids, meta):
     """Write the bins, then meta.json: a folder with meta.json always has complete, matching bins."""
     os.makedirs(data_dir, exist_ok=True)
     meta_path = os.path.join(data_dir, "meta.json")
+    for name in ("train.bin", "val.bin", "meta.json"):  # partial files of a run that was killed
+        remove_stale_temps(os.path.join(data_dir, name))
     # Until the new meta.json lands, the folder must not claim to hold the old data.
     if os.path.exists(meta_path):
         os.remove(meta_path)

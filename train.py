@@ -14,17 +14,20 @@ checkpoint; a kill at any moment leaves the previous checkpoint whole.
 """
 
 import csv
+import io
 import math
 import os
 import signal
+import threading
 import time
 import zlib
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 import numpy as np
 import torch
 
-from common import UserError, atomic_torch_save, parse_config, pick_device, pick_dtype, run_cli
+from common import (UserError, atomic_torch_save, atomic_write_bytes, parse_config, pick_device, pick_dtype,
+                    remove_stale_temps, run_cli)
 from model import GPT, GPTConfig, TIE_MODES
 from prepare import load_meta
 
@@ -77,6 +80,8 @@ MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropou
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
                   'data_fingerprint')
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
+# What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
+CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
 
 
 def parse_train_args(argv, defaults=DEFAULTS):
@@ -169,12 +174,17 @@ def load_checkpoint(path, device):
                         f"or point --out_dir at the run to resume")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
-        missing = {'model', 'optimizer', 'model_args', 'iter_num'} - set(ckpt)
-    except Exception as e:  # a truncated or corrupted file fails in many ways inside the unpickler
-        raise UserError(f"checkpoint {path} is unreadable ({type(e).__name__}: {str(e)[:100]}); it is truncated "
-                        f"or corrupted: delete it to train from scratch, or restore a copy") from None
+        missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
+        missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
+    except Exception as e:
+        # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
+        # the first sentence of torch's message is the useful part, the rest is about other cases.
+        reason = str(e).strip().split('\n')[0].split('. ')[0]
+        reason = reason if len(reason) <= 100 else reason[:97] + '...'
+        raise UserError(f"checkpoint {path} is unreadable, truncated or corrupted ({type(e).__name__}: {reason}); "
+                        f"delete it to train from scratch, or restore a copy") from None
     if missing:
-        raise UserError(f"checkpoint {path} lacks {', '.join(sorted(missing))}; it was not written by this train.py")
+        raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
     return ckpt
 
 
@@ -186,6 +196,24 @@ def check_resume_compatible(ckpt, cfg, path):
             raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
                             f"drop the option or start a new --out_dir")
         cfg[key] = saved
+
+
+def check_same_vocabulary(saved, meta, path, data_dir):
+    """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
+    the character list) it was trained with; resuming on other data must not reinterpret them."""
+    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars')) == \
+            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars')):
+        return
+    detail = ''
+    if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
+        only_saved = [c for c in saved['chars'] if c not in meta['chars']]
+        only_data = [c for c in meta['chars'] if c not in saved['chars']]
+        detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
+                  f"only in the data: {''.join(only_data)[:20]!r}")
+    raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
+                    f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
+                    f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume with "
+                    f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
 
 
 def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
@@ -211,12 +239,18 @@ def open_metrics(out_dir, resume_from):
     if resume_from is not None and os.path.exists(path):
         with open(path, newline='') as f:
             rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
-    f = open(path, 'w', newline='')
-    writer = csv.DictWriter(f, fieldnames=METRICS_FIELDS)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
     writer.writeheader()
     writer.writerows(rows)
-    f.flush()
-    return f, writer
+    try:
+        # Atomically: a kill at this moment must not lose the rows of the run so far.
+        atomic_write_bytes(path, text.getvalue().encode())
+        f = open(path, 'a', newline='')
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}; free some space or choose another "
+                        f"--out_dir") from None
+    return f, csv.DictWriter(f, fieldnames=METRICS_FIELDS)
 
 
 def check_writable(out_dir):
@@ -262,26 +296,30 @@ def train(cfg, progress=None):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
-    if master:
-        check_writable(cfg['out_dir'])
+    # Every check that reads comes before the first write, so a mistake leaves out_dir untouched.
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
     splits, meta = load_splits(cfg)
     ckpt = None
     if cfg['init_from'] == 'resume':
         ckpt = load_checkpoint(ckpt_path, device)
         check_resume_compatible(ckpt, cfg, ckpt_path)
+        check_same_vocabulary(ckpt['meta'], meta, ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
     if cfg['vocab_size'] is None:
         cfg['vocab_size'] = meta['vocab_size']
     if cfg['vocab_size'] < meta['vocab_size']:
         raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
                         f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
                         f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
-
-    torch.manual_seed(cfg['seed'])
     try:
         model_config = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
     except ValueError as e:
         raise UserError(str(e)) from None
+    if master:
+        check_writable(cfg['out_dir'])
+        for name in ('ckpt.pt', 'metrics.csv'):  # partial files of runs killed while saving
+            remove_stale_temps(os.path.join(cfg['out_dir'], name))
+
+    torch.manual_seed(cfg['seed'])
     model = GPT(model_config).to(device)
     optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
                                            device_type)
@@ -289,14 +327,21 @@ def train(cfg, progress=None):
     # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
     data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
     iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
+    saved_iter = None  # the iteration of the checkpoint on disk that this run wrote or resumed from
     if ckpt is not None:
-        model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
-        optimizer.load_state_dict(ckpt['optimizer'])
+        try:
+            model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
+            optimizer.load_state_dict(ckpt['optimizer'])
+        except (RuntimeError, ValueError, KeyError) as e:
+            reason = str(e).strip().split('\n')[0]
+            raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
+                            f"it was written by another version: start a new --out_dir") from None
         torch.set_rng_state(ckpt['rng']['torch'].cpu())
         data_generator.set_state(ckpt['rng']['data'].cpu())
         if device_type == 'cuda' and ckpt['rng']['cuda']:
             torch.cuda.set_rng_state_all([s.cpu() for s in ckpt['rng']['cuda']])
         iter_num, best_val_loss, fingerprint = ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
+        saved_iter = iter_num
         ckpt = None  # free the memory
     raw_model = model
     if use_compile:
@@ -318,16 +363,48 @@ def train(cfg, progress=None):
     metrics_file, metrics = open_metrics(cfg['out_dir'], iter_num if cfg['init_from'] == 'resume' else None) \
         if master else (None, None)
 
-    def save(it):
-        atomic_torch_save(checkpoint_state(raw_model, optimizer, cfg, it, best_val_loss, data_generator,
-                                           fingerprint, meta), ckpt_path)
+    def kept():
+        if saved_iter is None:
+            return "no checkpoint of this run was saved yet"
+        return f"the checkpoint of iteration {saved_iter} in {ckpt_path} is kept"
 
-    # Ctrl-C: finish the current iteration, save, then stop. A second Ctrl-C stops at once.
+    def save(it):
+        nonlocal saved_iter
+        if it == saved_iter:  # already on disk: the resumed iteration, or Ctrl-C right after a save
+            return
+        try:
+            atomic_torch_save(checkpoint_state(raw_model, optimizer, cfg, it, best_val_loss, data_generator,
+                                               fingerprint, meta), ckpt_path)
+        except OSError as e:  # disk full, quota, folder removed: the temp file is gone, the old checkpoint whole
+            raise UserError(f"cannot save the checkpoint of iteration {it} to {ckpt_path}: {e.strerror or e}; "
+                            f"{kept()}. Free some space (or choose another --out_dir), then continue with "
+                            f"--init_from=resume") from None
+        saved_iter = it
+
+    def non_finite(what, value, it):
+        hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
+        if cfg['tie_mode'] == 'tied':
+            hints.append("a --tie_mode other than 'tied' (see README)")
+        if dtype != 'float32':
+            hints.append(f"--dtype=float32 (now {dtype})")
+        if cfg['grad_clip'] == 0:
+            hints.append("--grad_clip=1.0")
+        return UserError(f"{what} is {value} at iteration {it}; training stopped and {kept()}. "
+                         f"Try {' or '.join(hints)}")
+
+    # Ctrl-C: finish the current iteration, save, then stop. A second Ctrl-C stops at once, which
+    # still loses nothing saved: a checkpoint being written is only a temp file until it is complete.
+    # Only the main thread may set a handler; elsewhere (or where SIGINT is ignored, as under nohup)
+    # Ctrl-C keeps its usual meaning and the last checkpoint is what remains.
     interrupted = []
     def on_sigint(signum, frame):
         interrupted.append(True)
         signal.signal(signal.SIGINT, previous_handler)
-    previous_handler = signal.signal(signal.SIGINT, on_sigint) if master else None
+        # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr.
+        os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
+    handle_sigint = (master and threading.current_thread() is threading.main_thread()
+                     and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
+    previous_handler = signal.signal(signal.SIGINT, on_sigint) if handle_sigint else None
 
     own_bar = progress is None
     if own_bar:
@@ -347,6 +424,9 @@ def train(cfg, progress=None):
                 losses = estimate_loss(raw_model, splits, cfg, ctx, device)
                 window_start += time.perf_counter() - eval_started  # keep evaluation out of tokens/s
                 row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}")
+                bad = [v for v in losses.values() if not math.isfinite(v)]
+                if bad:  # the weights are already broken: never save them
+                    raise non_finite('evaluation loss', bad[0], iter_num)
                 last.update(losses)
                 best_val_loss = min(best_val_loss, losses['val'])
                 if iter_num > 0:
@@ -368,16 +448,13 @@ def train(cfg, progress=None):
                     scaler.scale(loss).backward()
             step_loss = loss.detach() * accum_steps
             logging_now = iter_num % cfg['log_interval'] == 0
-            # A non-finite loss is caught before the step, so no NaN reaches the weights or a checkpoint.
-            # Checking needs the value on the host: free on a CPU, a sync on a GPU, so only when logging there.
+            # A non-finite loss is caught before the step, so no NaN reaches the weights. Checking needs the
+            # value on the host: free on a CPU, a sync on a GPU, so only when logging there; on a GPU the
+            # check of the evaluation losses above is what keeps broken weights out of a checkpoint.
             if device_type == 'cpu' or logging_now:
                 value = step_loss.item()
                 if not math.isfinite(value):
-                    raise UserError(
-                        f"loss is {value} at iteration {iter_num}; training stopped and the last good checkpoint "
-                        f"({ckpt_path if os.path.exists(ckpt_path) else 'none yet'}) is kept. Try a lower "
-                        f"--learning_rate (now {cfg['learning_rate']}), --dtype=float32, or a --tie_mode other "
-                        f"than 'tied' (see README)")
+                    raise non_finite('loss', value, iter_num)
             if cfg['grad_clip'] > 0:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
@@ -400,15 +477,24 @@ def train(cfg, progress=None):
                 progress.set_postfix(postfix, refresh=False)
             iter_num += 1
             progress.update(1)
-        if interrupted:
+        if interrupted and iter_num < cfg['max_iters']:
             save(iter_num)
-            print(f"\ninterrupted at iteration {iter_num}: checkpoint saved to {ckpt_path}; "
-                  f"continue with --init_from=resume --out_dir={cfg['out_dir']}")
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {ckpt_path}; "
+                                    f"continue with --init_from=resume --out_dir={cfg['out_dir']}")
+    except KeyboardInterrupt as e:
+        if e.args:  # the message above
+            raise
+        if not master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
+            raise KeyboardInterrupt(f"rank {rank} stopped; rank 0 writes the checkpoints") from None
+        raise KeyboardInterrupt(f"stopped at once; {kept()}") from None  # a second Ctrl-C, or no handler
+    except OSError as e:  # writing metrics.csv: disk full, or out_dir removed under us
+        raise UserError(f"cannot write to --out_dir={cfg['out_dir']}: {e.strerror or e}; {kept()}") from None
     finally:
-        if master:
+        if handle_sigint:
             signal.signal(signal.SIGINT, previous_handler)
-            metrics_file.close()
+        if master:
+            with suppress(OSError):  # on a full disk, closing fails too; the error above says it already
+                metrics_file.close()
         if own_bar:
             progress.close()
         if ddp:

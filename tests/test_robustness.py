@@ -1,0 +1,523 @@
+"""
+Robustness end to end (issue 6): every bad input gets one clear line and exit code 2 without
+a traceback, and no interruption (Ctrl-C, SIGKILL, a non-finite loss, a full disk, a killed
+prepare.py) loses saved work. Every test runs the real scripts as subprocesses.
+docs/robustness.md lists each case, what the user sees, and the test that covers it.
+"""
+
+import contextlib
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+import prepare
+import train
+from common import UserError
+from conftest import REPO_ROOT, tiny_corpus, tiny_train_args
+from model import GPT, GPTConfig
+
+# One torch thread per process: on a 2-core runner, processes that each spin two threads run
+# many times slower than processes with one. Unbuffered, so that a log shows a line once printed.
+ENV = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+
+
+def start(script, *args, **kwargs):
+    return subprocess.Popen([sys.executable, script, *args], cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def run(script, *args, **kwargs):
+    return subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+def assert_one_line_error(result, *fragments):
+    """Exit code 2, no traceback, and stderr is one line naming the culprit."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert 'Traceback' not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: '), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def temp_files(folder):
+    return sorted(name for name in os.listdir(folder) if '.tmp-' in name)
+
+
+def load_and_build(path):
+    """What a resume and sample.py do with a checkpoint: load it (torch.load, weights only) and build the model."""
+    ckpt = train.load_checkpoint(path, 'cpu')
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    assert all(torch.isfinite(value).all() for value in ckpt['model'].values())
+    return ckpt
+
+
+def wait_for(condition, process=None, timeout=120):
+    """Poll until condition() holds; fail with the process's stderr if it ends first."""
+    deadline = time.time() + timeout
+    while not condition():
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"process ended with {process.returncode} first: {process.stderr.read()[-2000:]}")
+        assert time.time() < deadline, 'timed out'
+        time.sleep(0.001)
+
+
+@pytest.fixture
+def spawn():
+    """start(), and every process it started is killed after the test, should the test fail
+    midway. SIGINT is restored to its default: a shell without job control starts background
+    jobs with SIGINT ignored, and train.py, like Python itself, then leaves it ignored."""
+    started = []
+
+    def spawn(script, *args):
+        process = start(script, *args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        started.append(process)
+        return process
+    yield spawn
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope='module')
+def trained(tiny_data, tmp_path_factory):
+    """A finished tiny run: out_dir/ckpt.pt at iteration 10 (saved at 5 and 10). Tests that write copy it."""
+    out_dir = str(tmp_path_factory.mktemp('trained'))
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=10, eval_interval=5)))
+    return out_dir
+
+
+def copy_of(trained, tmp_path):
+    out_dir = str(tmp_path / 'out')
+    shutil.copytree(trained, out_dir)
+    return out_dir
+
+
+# ---------------------------------------------------------------- bad input: one line, exit code 2
+
+# id: (script, arguments, fragments the one line must contain). Placeholders: {data} the tiny char
+# dataset's data_dir, {other} a dataset with another alphabet, {run} the finished run, {tmp} a scratch
+# folder. Train cases start from the tiny run's options; later options override earlier ones.
+BAD_INPUTS = {
+    'shuffle_odd_width': ('train.py', ['--tie_mode=shuffle', '--n_embd=33', '--n_head=3'],
+                          ["tie_mode='shuffle'", 'n_embd must be even', 'n_embd=33']),
+    'shufflenet_groups': ('train.py', ['--tie_mode=shufflenet', '--n_embd=30', '--n_head=2', '--shuffle_groups=4'],
+                          ['n_embd=30, shuffle_groups=4', 'allowed groups are the divisors of 30']),
+    'n_embd_not_divisible_by_n_head': ('train.py', ['--n_embd=30', '--n_head=4'],
+                                       ['n_embd=30 must be divisible by n_head=4']),
+    'zero_n_layer': ('train.py', ['--n_layer=0'], ['n_layer must be a positive integer, got 0']),
+    'negative_block_size': ('train.py', ['--block_size=-16'], ['--block_size must be a positive integer, got -16']),
+    'missing_data_default_dataset': ('train.py', ['--data_dir={tmp}/empty', '--dataset=shakespeare_char'],
+                                     ['no prepared data in {tmp}/empty/shakespeare_char',
+                                      'create it with: python prepare.py --out_dir={tmp}/empty']),
+    'missing_data_own_dataset': ('train.py', ['--dataset=book'],
+                                 ['no prepared data in {data}/book',
+                                  'python prepare.py --input=FILE --dataset=book --out_dir={data}']),
+    'data_shorter_than_context': ('train.py', ['--block_size=5000'],
+                                  ['{data}/tiny/val.bin has', 'fewer than one context window', '--block_size=5000']),
+    'vocab_size_below_data': ('train.py', ['--vocab_size=10'],
+                              ['--vocab_size=10 is smaller than the vocabulary of the prepared data (53']),
+    'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}',
+                                             '--dataset=other'],
+                                ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
+                                 '--dataset=tiny']),
+    'resume_other_vocab_size': ('train.py', ['--out_dir={run}', '--init_from=resume', '--vocab_size=64'],
+                                ['--vocab_size=64 disagrees with the checkpoint', 'vocab_size=53']),
+    'resume_other_shape': ('train.py', ['--out_dir={run}', '--init_from=resume', '--n_embd=64'],
+                           ['--n_embd=64 disagrees with the checkpoint', 'made with n_embd=32']),
+    'resume_without_checkpoint': ('train.py', ['--out_dir={tmp}/empty', '--init_from=resume'],
+                                  ['no checkpoint at {tmp}/empty/ckpt.pt']),
+    'truncated_checkpoint': ('train.py', ['--out_dir={tmp}/truncated', '--init_from=resume'],
+                             ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
+    'corrupted_checkpoint': ('train.py', ['--out_dir={tmp}/garbage', '--init_from=resume'],
+                             ['checkpoint {tmp}/garbage/ckpt.pt is unreadable, truncated or corrupted']),
+    'not_a_training_checkpoint': ('train.py', ['--out_dir={tmp}/weights_only', '--init_from=resume'],
+                                  ['lacks model, optimizer', 'not written by this train.py']),
+    'out_dir_not_writable': ('train.py', ['--out_dir={tmp}/a_file/out'],
+                             ['cannot write to --out_dir={tmp}/a_file/out: Not a directory']),
+    'sample_prompt_file_missing': ('sample.py', ['--out_dir={run}', '--start=FILE:{tmp}/no_such_prompt.txt'],
+                                   ['--start=FILE:{tmp}/no_such_prompt.txt: no such file']),
+    'sample_prompt_file_not_utf8': ('sample.py', ['--out_dir={run}', '--start=FILE:{tmp}/latin1.txt'],
+                                    ['--start=FILE:{tmp}/latin1.txt is not UTF-8 text']),
+    'sample_prompt_unknown_characters': ('sample.py', ['--out_dir={run}', '--start=ROMEO: é@~'],
+                                         ["prompt has characters not in the vocabulary: 'é', '@', '~'"]),
+    'sample_truncated_checkpoint': ('sample.py', ['--out_dir={tmp}/truncated'],
+                                    ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
+}
+
+
+@pytest.fixture(scope='module')
+def bad_input_results(tiny_data, trained, tmp_path_factory):
+    """Run every case of BAD_INPUTS once, two at a time (each pays for importing torch)."""
+    tmp = tmp_path_factory.mktemp('bad')
+    other = tmp / 'other_data'
+    (tmp / 'other.txt').write_text(tiny_corpus().upper(), encoding='utf-8')
+    prepare.main([f'--input={tmp / "other.txt"}', '--dataset=other', f'--out_dir={other}'])
+    (tmp / 'empty').mkdir()
+    (tmp / 'a_file').write_text('a file, not a folder')
+    (tmp / 'latin1.txt').write_bytes('Café'.encode('latin-1'))
+    with open(os.path.join(trained, 'ckpt.pt'), 'rb') as f:
+        good = f.read()
+    for name, data in [('truncated', good[:len(good) // 2]), ('garbage', random.Random(0).randbytes(5000))]:
+        (tmp / name).mkdir()
+        (tmp / name / 'ckpt.pt').write_bytes(data)
+    (tmp / 'weights_only').mkdir()
+    torch.save(load_and_build(os.path.join(trained, 'ckpt.pt'))['model'], tmp / 'weights_only' / 'ckpt.pt')
+
+    places = dict(data=tiny_data, other=str(other), run=trained, tmp=str(tmp))
+
+    def run_case(case):
+        script, args, fragments = BAD_INPUTS[case]
+        args = [arg.format(**places) for arg in args]
+        if script == 'train.py':
+            args = tiny_train_args(tiny_data, str(tmp / f'out-{case}')) + args
+        else:
+            args = ['--device=cpu', '--max_new_tokens=5'] + args
+        return run(script, *args), [fragment.format(**places) for fragment in fragments]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(BAD_INPUTS, pool.map(run_case, BAD_INPUTS)))
+
+
+@pytest.mark.parametrize('case', BAD_INPUTS)
+def test_bad_input_gets_one_clear_line(case, bad_input_results):
+    result, fragments = bad_input_results[case]
+    assert_one_line_error(result, *fragments)
+
+
+def test_a_mistake_leaves_no_out_dir_behind(bad_input_results):
+    # Every check that only reads runs before the first write: a mistyped option creates nothing.
+    result, _ = bad_input_results['n_embd_not_divisible_by_n_head']
+    out_dirs = [arg for arg in result.args if arg.startswith('--out_dir=')]
+    assert not os.path.exists(out_dirs[-1][len('--out_dir='):])
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+def metrics_rows(out_dir):
+    """(iteration, step loss or '') of each row of metrics.csv."""
+    with open(os.path.join(out_dir, 'metrics.csv')) as f:
+        return [tuple(line.split(',')[:2]) for line in f.read().splitlines()[1:]]
+
+
+# Where the Ctrl-C lands: in a training step (evaluation is rare), in an evaluation (200 batches
+# each time, nearly all of the run), or in a save (its temp file is there; a checkpoint of ~19 MB
+# takes tens of milliseconds to write).
+CTRL_C_RUNS = dict(training=dict(eval_interval=1000),
+                   evaluation=dict(eval_interval=1, eval_iters=200),
+                   save=dict(eval_interval=1, n_layer=2, n_embd=256, n_head=4))
+
+
+@pytest.mark.parametrize('during', CTRL_C_RUNS)
+def test_ctrl_c_saves_a_final_checkpoint_and_resume_continues(during, tiny_data, tmp_path, spawn):
+    out_dir = str(tmp_path / 'out')
+    args = tiny_train_args(tiny_data, out_dir, max_iters=100_000, log_interval=1, **CTRL_C_RUNS[during])
+    process = spawn('train.py', *args)
+    wait_for(lambda: os.path.exists(os.path.join(out_dir, 'metrics.csv')) and len(metrics_rows(out_dir)) > 3, process)
+    if during == 'save':
+        wait_for(lambda: temp_files(out_dir), process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and 'Traceback' not in stderr
+    done = int([it for it, step_loss in metrics_rows(out_dir) if step_loss][-1]) + 1  # iterations trained
+    assert stderr.strip().splitlines() == [
+        'Ctrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once',
+        f'interrupted at iteration {done}: checkpoint saved to {out_dir}/ckpt.pt; '
+        f'continue with --init_from=resume --out_dir={out_dir}']
+    assert load_and_build(os.path.join(out_dir, 'ckpt.pt'))['iter_num'] == done
+    assert temp_files(out_dir) == []
+
+    result = run('train.py', *args, '--init_from=resume', f'--max_iters={done + 3}')
+    assert result.returncode == 0, result.stderr
+    assert load_and_build(os.path.join(out_dir, 'ckpt.pt'))['iter_num'] == done + 3
+    # No iteration lost or logged twice.
+    assert [int(it) for it, _ in metrics_rows(out_dir)] == list(range(done + 4))
+
+
+def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_data, tmp_path, spawn):
+    # A checkpoint of ~38 MB takes tens of milliseconds to write: time to catch its temp file.
+    out_dir = str(tmp_path / 'out')
+    args = tiny_train_args(tiny_data, out_dir, max_iters=100_000, eval_interval=5, log_interval=1, n_layer=4,
+                           n_embd=256, n_head=4)
+    process = spawn('train.py', *args)
+    ckpt_path, metrics = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'metrics.csv')
+    # Past the save of iteration 5, so the final save has something new to write.
+    wait_for(lambda: os.path.exists(metrics) and len(open(metrics).read().splitlines()) > 8, process)
+    process.send_signal(signal.SIGINT)
+    wait_for(lambda: temp_files(out_dir), process)  # a save has begun: the final one, or a periodic one
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and 'Traceback' not in stderr
+    lines = stderr.strip().splitlines()
+    assert lines[0].startswith('Ctrl-C: finishing this iteration') and len(lines) == 2
+    prefix, suffix = 'stopped at once; the checkpoint of iteration ', f' in {ckpt_path} is kept'
+    assert lines[1].startswith(prefix) and lines[1].endswith(suffix)
+    named = int(lines[1][len(prefix):-len(suffix)])
+    # The one on disk is that one; or, should the second Ctrl-C come in the instant between the
+    # rename of a finished save and its bookkeeping, the newer one: nothing is ever lost.
+    assert load_and_build(ckpt_path)['iter_num'] >= named >= 5
+    assert temp_files(out_dir) == []  # the interrupted save removed its temp file
+
+
+def test_train_runs_outside_the_main_thread(tiny_data, tmp_path):
+    # Signal handlers can only be set from the main thread; a train() in a thread must still work.
+    summaries = []
+    worker = threading.Thread(target=lambda: summaries.append(train.train(train.parse_train_args(
+        tiny_train_args(tiny_data, str(tmp_path), max_iters=4, eval_interval=2)))))
+    worker.start()
+    worker.join()
+    assert summaries and summaries[0]['iters'] == 4
+
+
+# ---------------------------------------------------------------- SIGKILL at random moments
+
+# Importing torch costs seconds of CPU per process, too much for dozens of trials on a 2-core
+# runner. So one chain of trials starts every run cold, `python train.py ARGS` as a user does, and
+# a longer chain runs train.py in forks of one launcher that has imported torch once. A fork runs
+# train.py as __main__ in a process of its own, which the kill ends like any other; only the
+# interpreter's start is shared.
+LAUNCHER = """
+import os, runpy, sys, traceback
+import train  # imports torch, once
+import torch._dynamo  # what building an optimizer imports: another second per run otherwise
+for line in sys.stdin:
+    log, *argv = line.rstrip("\\n").split("\\t")
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv = ["train.py", *argv]
+        code = 0
+        try:
+            runpy.run_path("train.py", run_name="__main__")
+        except SystemExit as e:  # what the interpreter would make of it
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    print(pid, flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status), flush=True)
+"""
+COLD_KILLS, FORKED_KILLS = 6, 40
+
+
+def start_cold(argv, log):
+    """`python train.py ARGV`, output to log; returns its pid and a wait() for its exit status."""
+    with open(log, 'w') as f:
+        process = subprocess.Popen([sys.executable, 'train.py', *argv], cwd=REPO_ROOT, env=ENV, stdout=f,
+                                   stderr=subprocess.STDOUT)
+    return process.pid, process.wait
+
+
+def forking_launcher():
+    """The launcher process, and a start function like start_cold that runs train.py in its forks."""
+    launcher = subprocess.Popen([sys.executable, '-c', LAUNCHER], cwd=REPO_ROOT, env=ENV, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+
+    def start_forked(argv, log):
+        launcher.stdin.write('\t'.join([log, *argv]) + '\n')
+        launcher.stdin.flush()
+        return int(launcher.stdout.readline()), lambda: int(launcher.stdout.readline())
+    return launcher, start_forked
+
+
+def log_says(log, text):
+    return os.path.exists(log) and text in open(log).read()
+
+
+def kill_chain(start_run, kills, data_dir, out_dir, seed):
+    """Start train.py, SIGKILL it at a random moment, check what is left, resume, and so on.
+    Returns, for each kill, whether it landed inside a checkpoint save."""
+    rng = random.Random(seed)
+    # Saving every iteration, so that many kills land inside a save.
+    args = tiny_train_args(data_dir, out_dir, max_iters=100_000, eval_interval=1, eval_iters=1, log_interval=1000,
+                           n_embd=128, n_head=4)
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    os.makedirs(out_dir + '-logs')
+    last_iter, mid_save = 0, []
+    for trial in range(kills + 1):
+        log = os.path.join(out_dir + '-logs', f'{trial}.log')
+        if trial == kills:  # at last the run finishes normally from what the last kill left
+            pid, wait = start_run([*args, '--init_from=resume', f'--max_iters={last_iter + 2}'], log)
+            assert wait() == 0, open(log).read()
+            assert load_and_build(ckpt_path)['iter_num'] == last_iter + 2
+            assert temp_files(out_dir) == []  # and nothing stray remains
+            return mid_save
+        pid, wait = start_run([*args, f"--init_from={'resume' if trial else 'scratch'}"], log)
+        try:
+            # 'device ...' is printed just before the training loop.
+            wait_for(lambda: any(log_says(log, text) for text in ('\ndevice ', 'error: ', 'Traceback')))
+            assert log_says(log, '\ndevice '), open(log).read()
+            if trial == 0:
+                wait_for(lambda: os.path.exists(ckpt_path))
+            time.sleep(rng.uniform(0, 0.4))
+        finally:  # on a failure too: no run is left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            status = wait()
+        assert status == -signal.SIGKILL, open(log).read()
+        # Only the victim's own partial files may be left: a start removes those of earlier victims.
+        left = temp_files(out_dir)
+        assert set(left) <= {f'.ckpt.pt.tmp-{pid}', f'.metrics.csv.tmp-{pid}'}, left
+        ckpt = load_and_build(ckpt_path)
+        assert ckpt['iter_num'] >= last_iter  # a resume never goes back
+        last_iter = ckpt['iter_num']
+        mid_save.append(f'.ckpt.pt.tmp-{pid}' in left)
+
+
+def test_sigkill_at_random_moments_always_leaves_a_loadable_checkpoint(tiny_data, tmp_path):
+    launcher, start_forked = forking_launcher()
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            cold = pool.submit(kill_chain, start_cold, COLD_KILLS, tiny_data, str(tmp_path / 'cold'), 0)
+            forked = pool.submit(kill_chain, start_forked, FORKED_KILLS, tiny_data, str(tmp_path / 'forked'), 1)
+            mid_save = cold.result() + forked.result()  # re-raises a chain's failure
+    finally:
+        launcher.stdin.close()
+        launcher.wait(timeout=60)
+    # Every trial got this far only with a loadable checkpoint.
+    print(f"\nSIGKILL: {len(mid_save)} trials ({COLD_KILLS} cold, {FORKED_KILLS} forked), {sum(mid_save)} landed "
+          f"inside a save, {len(mid_save)} left a loadable checkpoint")
+    assert len(mid_save) == COLD_KILLS + FORKED_KILLS
+    assert sum(mid_save) >= 5  # the test means little unless kills land inside saves
+
+
+# ---------------------------------------------------------------- non-finite loss, full disk
+
+@pytest.mark.parametrize('start_from, message', [
+    # Resumed at iteration 10 with an absurd learning rate: the step at 10 blows the weights up,
+    # and the loss of iteration 11 is NaN.
+    ('resume', 'error: loss is nan at iteration 11; training stopped and the checkpoint of iteration 10 in '
+               '{ckpt} is kept. Try a lower --learning_rate (now 1e+30) or a --tie_mode other than '
+               "'tied' (see README)"),
+    # From scratch, saving every iteration: the evaluation at iteration 1 already sees NaN, and
+    # the broken weights are not saved.
+    ('scratch', 'error: evaluation loss is nan at iteration 1; training stopped and no checkpoint of this run was '
+                "saved yet. Try a lower --learning_rate (now 1e+30) or a --tie_mode other than 'tied' (see README)"),
+], ids=['resume', 'scratch'])
+def test_non_finite_loss_names_the_iteration_and_keeps_the_last_good_checkpoint(start_from, message, tiny_data,
+                                                                                 trained, tmp_path):
+    out_dir = copy_of(trained, tmp_path) if start_from == 'resume' else str(tmp_path / 'out')
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    # Resumed, the step loss of iteration 11 sees it first; from scratch, the evaluation of iteration 1.
+    result = run('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, learning_rate=1e30, warmup_iters=0,
+                                              eval_interval=5 if start_from == 'resume' else 1),
+                 f'--init_from={start_from}')
+    assert_one_line_error(result)
+    assert result.stderr.strip() == message.format(ckpt=ckpt_path)
+    if start_from == 'resume':
+        assert load_and_build(ckpt_path)['iter_num'] == 10
+    else:
+        assert not os.path.exists(ckpt_path)
+
+
+def limit_file_size(limit):
+    # RLIMIT_FSIZE makes a write past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ), as a
+    # full disk fails with ENOSPC; unlike a read-only folder, it also holds for root.
+    import resource
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize('full_at, message', [
+    # The next checkpoint (~200 kB) no longer fits, metrics.csv still does.
+    ('checkpoint', 'error: cannot save the checkpoint of iteration 15 to {ckpt}: File too large; the checkpoint of '
+                   'iteration 10 in {ckpt} is kept. Free some space (or choose another --out_dir), then continue '
+                   'with --init_from=resume'),
+    # Not even the next row of metrics.csv fits.
+    ('metrics', 'error: cannot write to --out_dir={out}: File too large; the checkpoint of iteration 10 in {ckpt} '
+                'is kept'),
+], ids=['checkpoint', 'metrics'])
+def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, message, tiny_data, trained, tmp_path):
+    out_dir = copy_of(trained, tmp_path)
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    limit = 50_000
+    if full_at == 'metrics':  # room for the rows a resume at 10 keeps (iterations 0 and 5), not for one more
+        with open(os.path.join(out_dir, 'metrics.csv'), 'rb') as f:
+            lines = f.readlines()
+        limit = len(b''.join(line for line in lines if not line[:1].isdigit() or int(line.split(b',')[0]) < 10)) + 20
+    result = run('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, eval_interval=5),
+                 '--init_from=resume', preexec_fn=limit_file_size(limit))
+    assert_one_line_error(result)
+    assert result.stderr.strip() == message.format(ckpt=ckpt_path, out=out_dir)
+    assert load_and_build(ckpt_path)['iter_num'] == 10
+    assert temp_files(out_dir) == []
+
+
+# ---------------------------------------------------------------- prepare.py killed midway
+
+PREPARE_KILLS = 16
+
+
+def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn):
+    # Two inputs of different sizes, prepared in turn into the same folder, so that old and new
+    # files differ. Half the kills come at a random moment of the run, half while it writes.
+    texts = {'a': tiny_corpus(40_000, seed=1), 'b': tiny_corpus(30_000, seed=2)}
+    expected = {}  # the token ids of each input, by the sha256 that meta.json records
+    for name, text in texts.items():
+        (tmp_path / f'{name}.txt').write_text(text, encoding='utf-8')
+        expected[hashlib.sha256(text.encode('utf-8')).hexdigest()] = prepare.tokenize(text, 'char')[0]
+    data_dir = tmp_path / 'data' / 'book'
+    rng = random.Random(0)
+    states, victims, killed_writing = [], [], 0
+    for trial in range(PREPARE_KILLS + 1):
+        process = spawn('prepare.py', f"--input={tmp_path / ('ab'[trial % 2] + '.txt')}", '--dataset=book',
+                        f'--out_dir={tmp_path / "data"}')
+        if trial == PREPARE_KILLS:  # the last run completes
+            assert process.wait(timeout=120) == 0, process.stderr.read()
+        else:
+            if trial % 2:  # as soon as it writes, give or take
+                while process.poll() is None and not (data_dir.exists() and temp_files(data_dir)):
+                    time.sleep(0.0005)
+                time.sleep(rng.uniform(0, 0.01))
+            else:
+                time.sleep(rng.uniform(0, 1.0))
+            process.kill()
+            process.wait()
+            victims.append(process.pid)
+        # Partial files are only ever those of killed runs, and the last, complete run removed them all.
+        left = temp_files(data_dir) if data_dir.exists() else []
+        assert all(int(name.rsplit('-', 1)[1]) in victims for name in left), left
+        killed_writing += any(name.endswith(f'-{process.pid}') for name in left)
+        if not (data_dir / 'meta.json').exists():
+            state = 'no meta.json'
+            with pytest.raises(UserError, match='create it with: python prepare.py --input=FILE --dataset=book'):
+                prepare.load_meta(data_dir)
+        else:
+            state = 'complete'
+            meta = prepare.load_meta(data_dir)  # sizes agree with meta.json
+            ids = np.concatenate([np.fromfile(data_dir / 'train.bin', dtype=np.uint16),
+                                  np.fromfile(data_dir / 'val.bin', dtype=np.uint16)])
+            assert np.array_equal(ids, expected[meta['source_sha256']])  # and the content is that input's, whole
+        if trial < PREPARE_KILLS:
+            states.append(state)
+    assert state == 'complete' and temp_files(data_dir) == []
+    print(f"\nprepare.py: {PREPARE_KILLS} kills, {killed_writing} while writing a file; left "
+          f"{states.count('complete')} complete datasets and {states.count('no meta.json')} without meta.json")
+    assert 'no meta.json' in states  # some kills did land while it wrote
+
+    # What train.py then says about a folder left without meta.json.
+    os.remove(data_dir / 'meta.json')
+    data_root = tmp_path / 'data'
+    result = run('train.py', f'--data_dir={data_root}', '--dataset=book', '--device=cpu')
+    assert_one_line_error(result, f'no prepared data in {data_dir}',
+                          f'create it with: python prepare.py --input=FILE --dataset=book --out_dir={data_root}')
