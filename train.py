@@ -266,6 +266,35 @@ def check_writable(out_dir):
 
 # ---------------------------------------------------------------- training
 
+class NonFiniteLoss(Exception):
+    def __init__(self, value):
+        super().__init__(f"non-finite loss {value}")
+        self.value = value
+
+
+def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False):
+    """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward,
+    backward, clip, AdamW. Returns the last micro-batch's loss as a tensor (no host sync).
+    With check_finite, a non-finite loss raises NonFiniteLoss before the step, so no NaN reaches
+    the weights. bench.py times this function, so the benchmark measures what training runs."""
+    no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
+    for i, (x, y) in enumerate(batches):
+        with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
+            with ctx:
+                _, loss = model(x, y)
+            scaler.scale(loss / len(batches)).backward()
+    loss = loss.detach()
+    if check_finite and not math.isfinite(value := loss.item()):
+        raise NonFiniteLoss(value)
+    if grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
 def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to
     advance instead of drawing one (ablate.py shares one bar across runs). Returns a summary
@@ -436,31 +465,20 @@ def train(cfg, progress=None):
                     write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
                 break
 
-            for micro_step in range(accum_steps):
+            batches = []
+            for _ in range(accum_steps):
                 x, y, starts = get_batch(splits['train'], cfg['batch_size'], cfg['block_size'], data_generator)
                 fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                sync = nullcontext() if not ddp or micro_step == accum_steps - 1 else model.no_sync()
-                with sync:
-                    with ctx:
-                        _, loss = model(x, y)
-                        loss = loss / accum_steps
-                    scaler.scale(loss).backward()
-            step_loss = loss.detach() * accum_steps
+                batches.append((x.to(device, non_blocking=True), y.to(device, non_blocking=True)))
             logging_now = iter_num % cfg['log_interval'] == 0
-            # A non-finite loss is caught before the step, so no NaN reaches the weights. Checking needs the
-            # value on the host: free on a CPU, a sync on a GPU, so only when logging there; on a GPU the
-            # check of the evaluation losses above is what keeps broken weights out of a checkpoint.
-            if device_type == 'cpu' or logging_now:
-                value = step_loss.item()
-                if not math.isfinite(value):
-                    raise non_finite('loss', value, iter_num)
-            if cfg['grad_clip'] > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+            # Checking the loss needs its value on the host: free on a CPU, a sync on a GPU, so only when
+            # logging there; on a GPU the check of the evaluation losses above is what keeps broken
+            # weights out of a checkpoint.
+            try:
+                step_loss = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
+                                          check_finite=device_type == 'cpu' or logging_now)
+            except NonFiniteLoss as e:
+                raise non_finite('loss', e.value, iter_num) from None
             window_tokens += tokens_per_iter
 
             if master and (logging_now or row):

@@ -1,0 +1,220 @@
+"""
+Speed of training steps: forward + backward + optimizer, timed after a warm-up.
+
+    python bench.py                                  # the default train.py recipe
+    python bench.py config/train_shakespeare_char.py --device=cuda
+    python bench.py --compare                        # eager vs compile, fp32 vs bf16, every tie mode
+
+Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
+counted once, attention included), achieved FLOP/s, MFU and peak memory. MFU is against the
+datasheet peak of a known GPU, or on a CPU against a peak this script measures itself (the
+best of several large matmuls in the training dtype), so "how close to the limit" is a
+number on every machine. With --compare, every setting is built in one process, the timing
+rounds are interleaved so that noise from a shared machine hits all rows alike, and each row
+is given as a ratio to the first.
+
+The step timed is train.training_step, the same code train.py runs; batches are random
+tokens (the cost of a step does not depend on their values).
+"""
+
+import os
+import platform
+import statistics
+import time
+from contextlib import nullcontext
+
+import torch
+
+import train
+from common import UserError, parse_config, pick_device, pick_dtype, run_cli
+from model import GPT, GPTConfig, TIE_MODES
+
+DEFAULTS = dict(train.DEFAULTS,
+                vocab_size=None,     # None: the prepared dataset's, else 65 (tiny shakespeare's characters)
+                bench_warmup=10,     # untimed steps first (and compile, if on)
+                bench_iters=30,      # timed steps per round
+                rounds=3,            # with --compare: rounds of interleaved timing
+                compare=False,
+                compare_modes=','.join(TIE_MODES))
+
+
+def rss_now_and_peak():
+    """Resident memory now and its peak since the last reset, in bytes (Linux), else (0, ru_maxrss)."""
+    try:
+        with open('/proc/self/status') as f:
+            fields = dict(line.split(':', 1) for line in f)
+        return int(fields['VmRSS'].split()[0]) * 1024, int(fields['VmHWM'].split()[0]) * 1024
+    except (OSError, KeyError):
+        import resource
+        return 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_memory(device):
+    if device.startswith('cuda'):
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:  # Linux: writing 5 to clear_refs resets VmHWM, the peak RSS
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+    except OSError:
+        pass
+
+
+def peak_memory(device):
+    return torch.cuda.max_memory_allocated(device) if device.startswith('cuda') else rss_now_and_peak()[1]
+
+
+def measured_cpu_peak_flops(dtype, size=2048, repeats=5):
+    """The best FLOP/s of a large square matmul in dtype: the CPU's practical ceiling."""
+    a = torch.randn(size, size, dtype=getattr(torch, dtype))
+    b = torch.randn(size, size, dtype=getattr(torch, dtype))
+    a @ b  # warm up the kernels
+    best = float('inf')
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best
+
+
+def peak_flops(device, dtype):
+    if device.startswith('cuda'):
+        return train.gpu_peak_flops(device, dtype)
+    return measured_cpu_peak_flops(dtype)
+
+
+class Setting:
+    """One row of the table: a model, its optimizer and the context to run its step in."""
+
+    def __init__(self, cfg, name, device):
+        self.name, self.cfg, self.device = name, cfg, device
+        self.dtype = pick_dtype(cfg['dtype'], device)
+        self.compiled = cfg['compile'] == 'true' or (cfg['compile'] == 'auto' and device.startswith('cuda'))
+        try:
+            config = GPTConfig(**{k: cfg[k] for k in train.MODEL_KEYS})
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        torch.manual_seed(cfg['seed'])
+        self.raw_model = GPT(config).to(device)
+        self.model = torch.compile(self.raw_model) if self.compiled else self.raw_model
+        self.optimizer = self.raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+                                                             (cfg['beta1'], cfg['beta2']), device.split(':')[0])
+        self.scaler = torch.amp.GradScaler(device.split(':')[0], enabled=self.dtype == 'float16')
+        self.ctx = nullcontext() if self.dtype == 'float32' else torch.autocast(device.split(':')[0],
+                                                                                dtype=getattr(torch, self.dtype))
+        self.generator = torch.Generator().manual_seed(cfg['seed'])
+        self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
+        self.times = []
+        self.memory = None
+
+    def step(self):
+        cfg = self.cfg
+        batches = []
+        for _ in range(cfg['gradient_accumulation_steps']):
+            x, y, _ = train.get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
+            batches.append((x.to(self.device), y.to(self.device)))
+        train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'])
+
+    def sync(self):
+        if self.device.startswith('cuda'):
+            torch.cuda.synchronize(self.device)
+
+    def run(self, iters):
+        for _ in range(iters):
+            self.sync()
+            start = time.perf_counter()
+            self.step()
+            self.sync()
+            self.times.append(time.perf_counter() - start)
+
+    def warm_up(self, iters):
+        reset_peak_memory(self.device)
+        before = 0 if self.device.startswith('cuda') else rss_now_and_peak()[0]
+        started = time.perf_counter()
+        for _ in range(iters):
+            self.step()
+        self.sync()
+        self.warmup_s = time.perf_counter() - started
+        self.memory = peak_memory(self.device) - before  # what a step adds on top of what was resident
+
+
+def machine_description(device):
+    if device.startswith('cuda'):
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+
+
+def main(argv):
+    cfg = train.parse_train_args(argv, DEFAULTS)
+    for key in ('bench_iters', 'rounds'):
+        if cfg[key] < 1:
+            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
+    device = pick_device(cfg['device'])
+    if cfg['vocab_size'] is None:
+        try:
+            cfg['vocab_size'] = train.load_meta(os.path.join(cfg['data_dir'], cfg['dataset']))['vocab_size']
+        except UserError:
+            cfg['vocab_size'] = 65
+
+    settings = [(f"{cfg['tie_mode']}", cfg)]
+    if cfg['compare']:
+        modes = [m for m in cfg['compare_modes'].split(',') if m]
+        unknown = [m for m in modes if m not in TIE_MODES]
+        if unknown:
+            raise UserError(f"--compare_modes has {', '.join(map(repr, unknown))}; choose from: {', '.join(TIE_MODES)}")
+        settings = []
+        for dtype in ('float32', 'bfloat16'):
+            for compiled in ('false', 'true'):
+                if dtype == 'bfloat16' and device.startswith('mps'):
+                    continue
+                settings.append((f"{cfg['tie_mode']} {dtype} {'compile' if compiled == 'true' else 'eager'}",
+                                 dict(cfg, dtype=dtype, compile=compiled)))
+        settings += [(f"{mode}", dict(cfg, tie_mode=mode)) for mode in modes if mode != cfg['tie_mode']]
+
+    rows = []
+    for name, row_cfg in settings:
+        row = Setting(row_cfg, name, device)
+        row.warm_up(cfg['bench_warmup'])
+        rows.append(row)
+    rounds = cfg['rounds'] if cfg['compare'] else 1
+    for _ in range(rounds):
+        for row in rows:
+            row.run(cfg['bench_iters'])
+
+    tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
+    peaks = {}
+    print(f"bench: {machine_description(device)}")
+    print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
+          f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
+          f"{rounds} x {cfg['bench_iters']} timed iterations per row")
+    header = (f"{'setting':<28} {'params':>11} {'ms/iter med':>11} {'min':>7} {'max':>7} {'tokens/s':>10} "
+              f"{'GFLOP/tok':>9} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>8} {'ratio':>6}")
+    print(header)
+    base = None
+    for row in rows:
+        median = statistics.median(row.times)
+        if row.dtype not in peaks:
+            peaks[row.dtype] = peak_flops(device, row.dtype)
+        tokens_per_sec = tokens_per_iter / median
+        flops = row.raw_model.flops_per_token(cfg['block_size'])
+        achieved = flops * tokens_per_sec
+        mfu = f"{100 * achieved / peaks[row.dtype]:.1f}%" if peaks[row.dtype] else 'n/a'
+        base = base or tokens_per_sec
+        print(f"{row.name:<28} {row.raw_model.num_params():>11,} {1000 * median:>11.2f} {1000 * min(row.times):>7.2f} "
+              f"{1000 * max(row.times):>7.2f} {tokens_per_sec:>10,.0f} {flops / 1e9:>9.4f} {achieved / 1e12:>8.3f} "
+              f"{mfu:>6} {row.memory / 2**20:>8.0f} {tokens_per_sec / base:>6.3f}")
+    for dtype, peak in peaks.items():
+        source = 'datasheet' if device.startswith('cuda') else 'measured 2048^3 matmul'
+        print(f"peak {dtype}: {peak / 1e12:.3f} TFLOP/s ({source})" if peak else f"peak {dtype}: unknown GPU")
+    print("ratio: tokens/s relative to the first row, measured in this process; peak MB: memory a step adds "
+          "(RSS on CPU, max allocated on GPU)")
+
+
+if __name__ == '__main__':
+    run_cli(main)
