@@ -33,6 +33,11 @@ def run_cli(main):
         # saved its work says so in the exception's message.
         print(str(e) or "interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`python init_loss.py --json | head -3`): not an error worth a
+        # traceback. Point stdout at /dev/null so the interpreter's final flush fails quietly too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 # -----------------------------------------------------------------------------

@@ -255,3 +255,25 @@ def test_pick_dtype():
         pick_dtype("float16", "cpu")
     with pytest.raises(UserError, match="choose one of: auto, float32, bfloat16, float16"):
         pick_dtype("fp8", "cpu")
+
+
+def test_a_closed_pipe_ends_the_script_without_a_traceback(tmp_path):
+    # `python init_loss.py --json | head -1`: the reader leaves early. The script writes far more
+    # than a pipe buffer holds, so it must meet the closed pipe.
+    script = tmp_path / "chatty.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+        from common import run_cli
+        def main(argv):
+            for i in range(1_000_000):
+                print("{{\\"row\\": %d}}" % i)
+        run_cli(main)
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = process.stdout.readline()
+    process.stdout.close()
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert first.startswith(b"{")
+    assert process.returncode == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
