@@ -37,7 +37,7 @@ import sys
 import time
 
 import train
-from common import UserError, atomic_path, atomic_write_bytes, run_cli
+from common import UserError, atomic_path, atomic_write_bytes, parse_modes, run_cli
 from init_loss import predicted_initial_loss
 from model import GPTConfig, TIE_MODES
 from prepare import load_meta
@@ -82,12 +82,7 @@ def parse_args(argv):
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
-    modes = [m.strip() for m in cfg['modes'].split(',') if m.strip()]
-    unknown = [m for m in modes if m not in TIE_MODES]
-    if unknown or not modes:
-        raise UserError(f"--modes has {', '.join(map(repr, unknown)) or 'no modes'}; "
-                        f"choose from: {', '.join(TIE_MODES)} (comma separated)")
-    cfg['modes'] = ','.join(dict.fromkeys(modes))  # a mode named twice is trained once
+    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', TIE_MODES))  # a mode named twice is trained once
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
     if cfg['max_iters'] < 1:
@@ -474,8 +469,8 @@ def ablate(cfg, argv=()):
         done = run_all(cfg, runs, bar)
     except KeyboardInterrupt:
         bar.close()
-        print(f"\nablation interrupted: finished runs are kept and the current one resumes from its last "
-              f"checkpoint; re-run the same command to continue", file=sys.stderr)
+        print("\nablation interrupted: finished runs are kept and the current one resumes from its last "
+              "checkpoint; re-run the same command to continue", file=sys.stderr)
         raise
     bar.close()
 

@@ -21,13 +21,12 @@ import os
 import platform
 import statistics
 import time
-from contextlib import nullcontext
 
 import torch
 
 import train
-from common import UserError, parse_config, pick_device, pick_dtype, run_cli
-from model import GPT, GPTConfig, TIE_MODES
+from common import UserError, autocast_context, parse_modes, pick_compile, pick_device, pick_dtype, run_cli
+from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
                 vocab_size=None,     # None: the prepared dataset's, else 65 (tiny shakespeare's characters)
@@ -89,19 +88,15 @@ class Setting:
     def __init__(self, cfg, name, device):
         self.name, self.cfg, self.device = name, cfg, device
         self.dtype = pick_dtype(cfg['dtype'], device)
-        self.compiled = cfg['compile'] == 'true' or (cfg['compile'] == 'auto' and device.startswith('cuda'))
-        try:
-            config = GPTConfig(**{k: cfg[k] for k in train.MODEL_KEYS})
-        except ValueError as e:
-            raise UserError(str(e)) from None
+        self.compiled = pick_compile(cfg['compile'], device)
+        config = train.make_model_config(cfg)
         torch.manual_seed(cfg['seed'])
         self.raw_model = GPT(config).to(device)
         self.model = torch.compile(self.raw_model) if self.compiled else self.raw_model
         self.optimizer = self.raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
                                                              (cfg['beta1'], cfg['beta2']), device.split(':')[0])
         self.scaler = torch.amp.GradScaler(device.split(':')[0], enabled=self.dtype == 'float16')
-        self.ctx = nullcontext() if self.dtype == 'float32' else torch.autocast(device.split(':')[0],
-                                                                                dtype=getattr(torch, self.dtype))
+        self.ctx = autocast_context(device, self.dtype)
         self.generator = torch.Generator().manual_seed(cfg['seed'])
         self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
         self.times = []
@@ -164,10 +159,7 @@ def main(argv):
 
     settings = [(f"{cfg['tie_mode']}", cfg)]
     if cfg['compare']:
-        modes = [m for m in cfg['compare_modes'].split(',') if m]
-        unknown = [m for m in modes if m not in TIE_MODES]
-        if unknown:
-            raise UserError(f"--compare_modes has {', '.join(map(repr, unknown))}; choose from: {', '.join(TIE_MODES)}")
+        modes = parse_modes(cfg['compare_modes'], 'compare_modes', TIE_MODES)
         settings = []
         for dtype in ('float32', 'bfloat16'):
             for compiled in ('false', 'true'):

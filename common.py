@@ -314,3 +314,27 @@ def pick_dtype(dtype, device):
     if dtype == "float16" and kind == "cpu":
         raise UserError("--dtype=float16 is not supported on cpu; use --dtype=float32 or --dtype=bfloat16")
     return dtype
+
+
+def autocast_context(device, dtype):
+    """Mixed precision for a dtype from pick_dtype: autocast for 16-bit types, nothing for float32."""
+    import torch
+    if dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype))
+
+
+def pick_compile(compile, device):
+    """'auto' turns torch.compile on for CUDA only: on CPUs it measured no faster (README, Performance)."""
+    return compile == "true" or (compile == "auto" and device.split(":")[0] == "cuda")
+
+
+def parse_modes(text, key, allowed):
+    """A comma-separated list of tie modes such as --modes=tied,shuffle, in order, each mode once;
+    an empty list or a mode outside allowed (model.TIE_MODES) raises UserError listing them."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise UserError(f"--{key} has {', '.join(map(repr, unknown)) or 'no modes'}; "
+                        f"choose from: {', '.join(allowed)} (comma separated)")
+    return names

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from common import UserError, parse_config, run_cli
+from common import UserError, parse_config, parse_modes, run_cli
 from model import GPT, GPTConfig, TIE_MODES
 
 DEFAULTS = dict(
@@ -100,11 +100,7 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu'):
 
 def main(argv):
     args = parse_config(DEFAULTS, argv)
-    modes = [m for m in args['modes'].split(',') if m]
-    unknown = [m for m in modes if m not in TIE_MODES]
-    if unknown or not modes:
-        raise UserError(f"--modes has {', '.join(map(repr, unknown)) or 'no modes'}; "
-                        f"choose from: {', '.join(TIE_MODES)}")
+    modes = parse_modes(args['modes'], 'modes', TIE_MODES)
     for key in ('seeds', 'batch_size'):
         if args[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {args[key]}")

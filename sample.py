@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from common import UserError, parse_config, pick_device, pick_dtype, run_cli
+from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
 from model import GPT, GPTConfig
 from prepare import get_codec
 from train import load_checkpoint
@@ -66,7 +66,7 @@ def generate_samples(cfg):
     model.load_state_dict(ckpt['model'])
     model.to(device).eval()
     torch.manual_seed(cfg['seed'])
-    ctx = torch.autocast(device.split(':')[0], dtype=getattr(torch, dtype)) if dtype != 'float32' else torch.no_grad()
+    ctx = autocast_context(device, dtype)  # generate() already runs without gradients
     x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
     with ctx:
         out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'], top_k=cfg['top_k'] or None)

@@ -26,8 +26,8 @@ from contextlib import nullcontext, suppress
 import numpy as np
 import torch
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, parse_config, pick_device, pick_dtype,
-                    remove_stale_temps, run_cli)
+from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, parse_config, pick_compile,
+                    pick_device, pick_dtype, remove_stale_temps, run_cli)
 from model import GPT, GPTConfig, TIE_MODES
 from prepare import load_meta
 
@@ -216,6 +216,14 @@ def check_same_vocabulary(saved, meta, path, data_dir):
                     f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
 
 
+def make_model_config(cfg):
+    """The GPTConfig of a run's settings; its checks become one-line user errors."""
+    try:
+        return GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
 def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
     return {
         'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
@@ -319,8 +327,8 @@ def train(cfg, progress=None):
     accum_steps = cfg['gradient_accumulation_steps'] // world_size
     device_type = device.split(':')[0]
     dtype = pick_dtype(cfg['dtype'], device)
-    use_compile = cfg['compile'] == 'true' or (cfg['compile'] == 'auto' and device_type == 'cuda')
-    ctx = nullcontext() if dtype == 'float32' else torch.autocast(device_type, dtype=getattr(torch, dtype))
+    use_compile = pick_compile(cfg['compile'], device)
+    ctx = autocast_context(device, dtype)
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -339,10 +347,7 @@ def train(cfg, progress=None):
         raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
                         f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
                         f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
-    try:
-        model_config = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    model_config = make_model_config(cfg)
     if master:
         check_writable(cfg['out_dir'])
         for name in ('ckpt.pt', 'metrics.csv'):  # partial files of runs killed while saving
