@@ -11,7 +11,8 @@ datasheet peak of a known GPU, or on a CPU against a peak this script measures i
 best of several large matmuls in the training dtype), so "how close to the limit" is a
 number on every machine. With --compare, every setting is built in one process, the timing
 rounds are interleaved so that noise from a shared machine hits all rows alike, and each row
-is given as a ratio to the first.
+is given as a ratio to the first, which is what train.py runs. On a CPU one row is the
+reference step, NanoGPT's: float32 with torch's for-loop AdamW.
 
 The step timed is train.training_step, the same code train.py runs; batches are random
 tokens (the cost of a step does not depend on their values).
@@ -31,8 +32,8 @@ from model import GPT, TIE_MODES
 DEFAULTS = dict(train.DEFAULTS,
                 vocab_size=None,     # None: the prepared dataset's, else 65 (tiny shakespeare's characters)
                 bench_warmup=10,     # untimed steps first (and compile, if on)
-                bench_iters=30,      # timed steps per round
-                rounds=3,            # with --compare: rounds of interleaved timing
+                bench_iters=30,      # timed steps per row
+                rounds=10,           # with --compare: the timed steps are split into this many interleaved rounds
                 compare=False,
                 compare_modes=','.join(TIE_MODES))
 
@@ -85,7 +86,7 @@ def peak_flops(device, dtype):
 class Setting:
     """One row of the table: a model, its optimizer and the context to run its step in."""
 
-    def __init__(self, cfg, name, device):
+    def __init__(self, cfg, name, device, fused_adamw=None):
         self.name, self.cfg, self.device = name, cfg, device
         self.dtype = pick_dtype(cfg['dtype'], device)
         self.compiled = pick_compile(cfg['compile'], device)
@@ -94,7 +95,8 @@ class Setting:
         self.raw_model = GPT(config).to(device)
         self.model = torch.compile(self.raw_model) if self.compiled else self.raw_model
         self.optimizer = self.raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                                             (cfg['beta1'], cfg['beta2']), device.split(':')[0])
+                                                             (cfg['beta1'], cfg['beta2']), device.split(':')[0],
+                                                             fused=fused_adamw)
         self.scaler = torch.amp.GradScaler(device.split(':')[0], enabled=self.dtype == 'float16')
         self.ctx = autocast_context(device, self.dtype)
         self.generator = torch.Generator().manual_seed(cfg['seed'])
@@ -114,7 +116,9 @@ class Setting:
         if self.device.startswith('cuda'):
             torch.cuda.synchronize(self.device)
 
-    def run(self, iters):
+    def run(self, iters, untimed=0):
+        for _ in range(untimed):  # after another row ran, its weights are back in the caches first
+            self.step()
         for _ in range(iters):
             self.sync()
             start = time.perf_counter()
@@ -157,35 +161,46 @@ def main(argv):
         except UserError:
             cfg['vocab_size'] = 65
 
-    settings = [(f"{cfg['tie_mode']}", cfg)]
+    def label(row_cfg):
+        compiled = 'compile' if pick_compile(row_cfg['compile'], device) else 'eager'
+        return f"{row_cfg['tie_mode']} {pick_dtype(row_cfg['dtype'], device)} {compiled}"
+
+    # (name, settings, fused AdamW: None = as train.py chooses)
+    settings = [(label(cfg), cfg, None)]
     if cfg['compare']:
         modes = parse_modes(cfg['compare_modes'], 'compare_modes', TIE_MODES)
-        settings = []
+        settings[0] = (label(cfg) + ' (train.py)', cfg, None)
+        # NanoGPT's step on a CPU, the speed target's reference: the same model and maths in
+        # float32, eager, with torch's default for-loop AdamW (it fuses only on CUDA).
+        if not device.startswith('cuda'):
+            settings.append(("reference: float32 eager loop-AdamW", dict(cfg, dtype='float32', compile='false'),
+                             False))
         for dtype in ('float32', 'bfloat16'):
             for compiled in ('false', 'true'):
-                if dtype == 'bfloat16' and device.startswith('mps'):
+                row_cfg = dict(cfg, dtype=dtype, compile=compiled)
+                if (dtype == 'bfloat16' and device.startswith('mps')) or label(row_cfg) == label(cfg):
                     continue
-                settings.append((f"{cfg['tie_mode']} {dtype} {'compile' if compiled == 'true' else 'eager'}",
-                                 dict(cfg, dtype=dtype, compile=compiled)))
-        settings += [(f"{mode}", dict(cfg, tie_mode=mode)) for mode in modes if mode != cfg['tie_mode']]
+                settings.append((label(row_cfg), row_cfg, None))
+        settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
 
     rows = []
-    for name, row_cfg in settings:
-        row = Setting(row_cfg, name, device)
+    for name, row_cfg, fused_adamw in settings:
+        row = Setting(row_cfg, name, device, fused_adamw)
         row.warm_up(cfg['bench_warmup'])
         rows.append(row)
-    rounds = cfg['rounds'] if cfg['compare'] else 1
-    for _ in range(rounds):
+    # Short interleaved rounds: a noisy spell on a shared machine then hits every row alike.
+    rounds = min(cfg['rounds'], cfg['bench_iters']) if cfg['compare'] else 1
+    for r in range(rounds):
         for row in rows:
-            row.run(cfg['bench_iters'])
+            row.run(cfg['bench_iters'] * (r + 1) // rounds - cfg['bench_iters'] * r // rounds, untimed=int(rounds > 1))
 
     tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
     peaks = {}
     print(f"bench: {machine_description(device)}")
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
-          f"{rounds} x {cfg['bench_iters']} timed iterations per row")
-    header = (f"{'setting':<28} {'params':>11} {'ms/iter med':>11} {'min':>7} {'max':>7} {'tokens/s':>10} "
+          f"{cfg['bench_iters']} timed iterations per row" + (f" in {rounds} interleaved rounds" if rounds > 1 else ""))
+    header = (f"{'setting':<36} {'params':>11} {'ms/iter med':>11} {'min':>7} {'max':>7} {'tokens/s':>10} "
               f"{'GFLOP/tok':>9} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>8} {'ratio':>6}")
     print(header)
     base = None
@@ -198,7 +213,7 @@ def main(argv):
         achieved = flops * tokens_per_sec
         mfu = f"{100 * achieved / peaks[row.dtype]:.1f}%" if peaks[row.dtype] else 'n/a'
         base = base or tokens_per_sec
-        print(f"{row.name:<28} {row.raw_model.num_params():>11,} {1000 * median:>11.2f} {1000 * min(row.times):>7.2f} "
+        print(f"{row.name:<36} {row.raw_model.num_params():>11,} {1000 * median:>11.2f} {1000 * min(row.times):>7.2f} "
               f"{1000 * max(row.times):>7.2f} {tokens_per_sec:>10,.0f} {flops / 1e9:>9.4f} {achieved / 1e12:>8.3f} "
               f"{mfu:>6} {row.memory / 2**20:>8.0f} {tokens_per_sec / base:>6.3f}")
     for dtype, peak in peaks.items():
@@ -206,6 +221,10 @@ def main(argv):
         print(f"peak {dtype}: {peak / 1e12:.3f} TFLOP/s ({source})" if peak else f"peak {dtype}: unknown GPU")
     print("ratio: tokens/s relative to the first row, measured in this process; peak MB: memory a step adds "
           "(RSS on CPU, max allocated on GPU)")
+    reference = next((row for row in rows if row.name.startswith('reference')), None)
+    if reference:
+        speedup = statistics.median(reference.times) / statistics.median(rows[0].times)
+        print(f"train.py's step is {speedup:.2f}x the reference step (NanoGPT's CPU step: float32, for-loop AdamW)")
 
 
 if __name__ == '__main__':

@@ -56,8 +56,15 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                           is_causal=True)               # (B, nh, T, hs)
+        dropout_p = self.dropout if self.training else 0.0
+        if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
+            # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
+            # sizes (its backward most of all), enough to cancel what bf16 saves in the matmuls.
+            with torch.autocast('cpu', enabled=False):
+                y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p,
+                                                   is_causal=True).to(q.dtype)  # (B, nh, T, hs)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -298,7 +305,9 @@ class GPT(nn.Module):
             {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0},
         ]
         if fused is None:
-            fused = device_type == 'cuda'
+            # One kernel for all tensors instead of a Python loop of ~10 small ops per tensor:
+            # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
+            fused = device_type in ('cpu', 'cuda', 'mps')
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
 
     def flops_per_token(self, seq_len=None):

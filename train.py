@@ -18,6 +18,7 @@ import io
 import math
 import os
 import signal
+import statistics
 import threading
 import time
 import zlib
@@ -70,7 +71,8 @@ DEFAULTS = dict(
     min_lr=1e-4,
     # system
     device='auto',                  # auto: cuda, then mps, then cpu
-    dtype='auto',                   # auto: bfloat16 on GPUs that support it (else float16), float32 elsewhere
+    dtype='auto',                   # auto: bfloat16 on GPUs that support it (else float16) and on CPUs with
+                                    # native bf16 (avx512_bf16, AMX); float32 elsewhere
     compile='auto',                 # auto: on for CUDA, off elsewhere
     seed=1337,
 )
@@ -446,6 +448,7 @@ def train(cfg, progress=None):
         progress = tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
                         dynamic_ncols=True, desc=cfg['tie_mode'])
     started, window_start, window_tokens, tokens_per_sec = time.time(), time.perf_counter(), 0, 0.0
+    rates = []  # tokens/s of each logging window, evaluation excluded
     last = {}
     try:
         while True:
@@ -489,6 +492,7 @@ def train(cfg, progress=None):
             if master and (logging_now or row):
                 now = time.perf_counter()
                 tokens_per_sec = window_tokens / max(now - window_start, 1e-9)
+                rates.append(tokens_per_sec)
                 window_start, window_tokens = now, 0
                 row['step_loss'] = f"{step_loss.item():.4f}"
                 write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
@@ -523,11 +527,11 @@ def train(cfg, progress=None):
         if ddp:
             destroy_process_group()
     summary = dict(iters=iter_num, train_loss=last.get('train'), val_loss=last.get('val'), best_val_loss=best_val_loss,
-                   tokens_per_sec=tokens_per_sec, wall_s=time.time() - started, params=raw_model.num_params(),
+                   tokens_per_sec=statistics.median(rates) if rates else 0.0, wall_s=time.time() - started, params=raw_model.num_params(),
                    data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
     if master and own_bar:
-        print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s, val loss {summary['val_loss']:.4f} "
-              f"(best {best_val_loss:.4f}); checkpoint {ckpt_path}")
+        print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
+              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {ckpt_path}")
     return summary
 
 

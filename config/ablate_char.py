@@ -14,3 +14,5 @@ warmup_iters = 50      # train.py's 100 is a fifth of this budget; keep it a ten
 eval_interval = 100    # validation curve points; each evaluation costs about 13 iterations here
 eval_iters = 20
 log_interval = 1       # every step: the 1 % point and the log-scaled curves need them
+dtype = 'float32'      # the README's figures were measured in float32; --dtype=auto (bfloat16 on CPUs
+                       # with avx512_bf16 or AMX) runs about 1.4x faster and ends within 0.001 in val loss

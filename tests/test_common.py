@@ -5,8 +5,9 @@ import textwrap
 
 import pytest
 
-from common import (UserError, atomic_path, atomic_torch_save, atomic_write_bytes, parse_config, pick_device,
-                    pick_dtype, run_cli)
+import common
+from common import (UserError, atomic_path, atomic_torch_save, atomic_write_bytes, cpu_has_native_bf16, parse_config,
+                    pick_device, pick_dtype, run_cli)
 
 DEFAULTS = dict(
     learning_rate=6e-4,
@@ -247,9 +248,13 @@ def test_pick_device():
             pick_device("cuda")
 
 
-def test_pick_dtype():
-    assert pick_dtype("auto", "cpu") == "float32"
+def test_pick_dtype(monkeypatch):
+    monkeypatch.setattr(common, "cpu_has_native_bf16", lambda: True)
+    assert pick_dtype("auto", "cpu") == "bfloat16"
     assert pick_dtype("auto", "mps") == "float32"
+    monkeypatch.setattr(common, "cpu_has_native_bf16", lambda: False)
+    assert pick_dtype("auto", "cpu") == "float32"
+    assert pick_dtype("float32", "cpu") == "float32"
     assert pick_dtype("bfloat16", "cpu") == "bfloat16"
     with pytest.raises(UserError, match="float16 is not supported on cpu"):
         pick_dtype("float16", "cpu")
@@ -277,3 +282,15 @@ def test_a_closed_pipe_ends_the_script_without_a_traceback(tmp_path):
     assert first.startswith(b"{")
     assert process.returncode == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_cpu_has_native_bf16_reads_the_flags_line(tmp_path):
+    def cpuinfo(flags):
+        path = tmp_path / "cpuinfo"
+        path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+        return str(path)
+    assert cpu_has_native_bf16(cpuinfo("fpu sse avx2 avx512f avx512bw avx512_bf16 avx512_vnni"))
+    assert cpu_has_native_bf16(cpuinfo("fpu avx2 amx_bf16 amx_tile"))
+    # avx512bw alone lets torch emulate bf16, slower than fp32: not native
+    assert not cpu_has_native_bf16(cpuinfo("fpu sse avx2 avx512f avx512bw avx512_vnni"))
+    assert not cpu_has_native_bf16(str(tmp_path / "missing"))

@@ -185,3 +185,44 @@ def test_flops_count_the_head_once_and_the_proj_matmul():
     assert proj.flops_per_token() - tied.flops_per_token() == 6 * SMALL['n_embd'] ** 2
     n, d, L, T = SMALL['vocab_size'], SMALL['n_embd'], SMALL['n_layer'], SMALL['block_size']
     assert tied.flops_per_token() == 6 * (n * d + L * 12 * d * d) + 12 * L * d * T
+
+
+def test_cpu_bf16_autocast_runs_attention_in_fp32_and_the_rest_in_bf16(monkeypatch):
+    # torch's CPU attention kernel is ~3x slower in bf16 (model.py), so it gets fp32 inputs there
+    import model as model_module
+    seen = []
+    real_sdpa = model_module.F.scaled_dot_product_attention
+    def spy(q, k, v, **kwargs):
+        seen.append(q.dtype)
+        return real_sdpa(q, k, v, **kwargs)
+    monkeypatch.setattr(model_module.F, 'scaled_dot_product_attention', spy)
+    model, idx = make(), torch.randint(SMALL['vocab_size'], (2, SMALL['block_size']))
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        logits, loss = model(idx, idx)
+    assert seen == [torch.float32] * SMALL['n_layer']
+    assert logits.dtype == torch.bfloat16          # the matmuls around it still run in bf16
+    loss.backward()
+    fp32_loss = make()(idx, idx)[1]
+    assert abs(loss.item() - fp32_loss.item()) < 0.02 * fp32_loss.item()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    seen.clear()
+    model(idx, idx)                                 # without autocast, nothing is converted
+    assert seen == [torch.float32] * SMALL['n_layer']
+
+
+def test_the_optimizer_is_fused_on_cpu_and_steps_like_the_loop_version():
+    models = [make(), make()]
+    fused = models[0].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu')
+    loop = models[1].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
+    assert fused.defaults['fused'] and not loop.defaults['fused']
+    idx = torch.randint(SMALL['vocab_size'], (4, SMALL['block_size']))
+    for model, optimizer in zip(models, (fused, loop)):
+        for _ in range(3):
+            model(idx, idx)[1].backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    # each step moves a weight by up to lr = 1e-2; the two differ only in rounding (the order of
+    # operations), far below that, where a wrong beta or weight decay would differ by ~1e-3
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-4)
+    assert not torch.equal(models[0].lm_head.weight, make().lm_head.weight)  # it did move
