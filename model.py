@@ -59,7 +59,7 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
             # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
-            # sizes (its backward most of all), enough to cancel what bf16 saves in the matmuls.
+            # sizes (its backward 6x), enough to cancel all that bf16 saves in the matmuls (README).
             with torch.autocast('cpu', enabled=False):
                 y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p,
                                                    is_causal=True).to(q.dtype)  # (B, nh, T, hs)

@@ -48,6 +48,16 @@ def test_loss_decreases_and_outputs_are_written(trained):
         assert torch.equal(ckpt['model'][name], value)
 
 
+def test_bf16_autocast_on_cpu_learns_like_float32_and_keeps_float32_weights(trained, tiny_data, tmp_path):
+    # --dtype=auto picks this on CPUs with native bf16; where bf16 is emulated it still must work.
+    _, fp32 = trained
+    bf16 = run_training(tiny_data, str(tmp_path), max_iters=150, eval_interval=50, dtype='bfloat16')
+    assert bf16['val_loss'] == pytest.approx(fp32['val_loss'], abs=0.05)
+    assert bf16['val_loss'] < float(read_metrics(str(tmp_path))[0]['val_loss']) - 1.0  # it learned
+    ckpt = torch.load(os.path.join(str(tmp_path), 'ckpt.pt'), weights_only=True)
+    assert all(value.dtype == torch.float32 for value in ckpt['model'].values())  # autocast: master weights fp32
+
+
 def test_twenty_iterations_equal_ten_plus_resume_plus_ten(tiny_data, tmp_path):
     # lr_decay_iters pins the schedule to 20 iterations for the 10-iteration first half too.
     # Dropout on, so the restored global RNG matters as well as the data order.
