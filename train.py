@@ -282,6 +282,11 @@ class NonFiniteLoss(Exception):
         self.value = value
 
 
+def is_compile_error(e):
+    """An error raised while torch.compile builds its kernels (no C++ compiler, no Triton, ...)."""
+    return type(e).__module__.startswith(('torch._dynamo', 'torch._inductor'))
+
+
 def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward,
     backward, clip, AdamW. Returns the last micro-batch's loss as a tensor (no host sync).
@@ -449,6 +454,7 @@ def train(cfg, progress=None):
                         dynamic_ncols=True, desc=cfg['tie_mode'])
     started, window_start, window_tokens, tokens_per_sec = time.time(), time.perf_counter(), 0, 0.0
     rates = []  # tokens/s of each logging window, evaluation excluded
+    compiled_once = False
     last = {}
     try:
         while True:
@@ -487,6 +493,12 @@ def train(cfg, progress=None):
                                           check_finite=device_type == 'cpu' or logging_now)
             except NonFiniteLoss as e:
                 raise non_finite('loss', e.value, iter_num) from None
+            except Exception as e:  # the first compiled step builds the kernels: a C++ compiler (CPU) or Triton (GPU)
+                if not (use_compile and not compiled_once and is_compile_error(e)):
+                    raise
+                raise UserError(f"torch.compile failed here ({type(e).__name__}: "
+                                f"{str(e).strip().splitlines()[0][:120]}); use --compile=false") from None
+            compiled_once = True
             window_tokens += tokens_per_iter
 
             if master and (logging_now or row):

@@ -1,0 +1,71 @@
+"""bench.py end to end on a tiny shape: the --compare table is self-consistent and holds the
+rows the speed comparison needs, and a torch.compile that cannot build is one clear line."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=4', '--vocab_size=50',
+        '--bench_warmup=1', '--device=cpu']
+ENV = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+ROW = re.compile(r'^(?P<name>.+?)\s+(?P<params>[\d,]+)\s+(?P<median>[\d.]+)\s+(?P<min>[\d.]+)\s+(?P<max>[\d.]+)\s+'
+                 r'(?P<tokens>[\d,]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%\s+-?\d+\s+(?P<ratio>[\d.]+)$')
+
+
+def bench(*args, env=ENV):
+    return subprocess.run([sys.executable, 'bench.py', *TINY, *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def number(text):
+    return float(text.replace(',', ''))
+
+
+def test_compare_table_is_consistent_and_has_the_reference_row():
+    result = bench('--compare', '--compare_compile=false', '--compare_modes=tied,proj', '--bench_iters=6',
+                   '--rounds=3')
+    assert result.returncode == 0, result.stderr
+    rows = {m['name']: m for m in map(ROW.match, result.stdout.splitlines()) if m}
+    names = list(rows)
+    assert names[0].startswith('tied ') and names[0].endswith(' eager (train.py)')
+    assert 'reference: float32 eager loop-AdamW' in names and 'proj' in names
+    assert {'tied float32 eager', 'tied bfloat16 eager'} - {names[0].removesuffix(' (train.py)')} <= set(names)
+    assert not any('compile' in name for name in names)
+    tokens_per_iter = 4 * 16
+    first = rows[names[0]]
+    assert number(first['ratio']) == 1.0
+    for row in rows.values():
+        median = number(row['median'])
+        assert number(row['min']) <= median <= number(row['max'])
+        assert number(row['tokens']) == pytest.approx(tokens_per_iter / (median / 1000), rel=0.01)
+        assert number(row['ratio']) == pytest.approx(number(row['tokens']) / number(first['tokens']), abs=0.002)
+    assert number(rows['proj']['params']) - number(first['params']) == 32 * 32  # proj's d x d matrix
+    # the closing line is the reference row's ratio turned round
+    speedup = float(re.search(r"train.py's step is ([\d.]+)x the reference step", result.stdout).group(1))
+    assert speedup == pytest.approx(1 / number(rows['reference: float32 eager loop-AdamW']['ratio']), rel=0.02)
+
+
+def test_bad_input_is_one_line():
+    result = bench('--rounds=0')
+    assert result.returncode == 2 and 'Traceback' not in result.stderr
+    assert result.stderr.strip() == 'error: --rounds must be a positive integer, got 0'
+
+
+def test_a_compile_that_cannot_build_is_one_line_in_bench_and_train(tmp_path, tiny_data):
+    # No C++ compiler: inductor cannot build its CPU kernels.
+    env = dict(ENV, CXX=str(tmp_path / 'no-such-compiler'), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / 'cache'))
+    result = bench('--compile=true', '--bench_iters=2', env=env)
+    assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
+    assert result.stderr.startswith('error: torch.compile failed here (') and result.stderr.count('\n') == 1
+    assert result.stderr.strip().endswith('; use --compile=false')
+    from conftest import tiny_train_args
+    result = subprocess.run([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
+                                                                          compile='true', max_iters=2)],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
+    assert result.stderr.startswith('error: torch.compile failed here (') and result.stderr.count('\n') == 1
