@@ -8,7 +8,8 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - learned token and position embeddings, both std init_std (sigma, 0.02);
   optional sqrt(n_embd) scaling of the token embedding at the input (`emb_scale`)
 - pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
-- causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs)
+- causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs;
+  always in fp32 on a CPU, even under bf16 autocast, where it is faster)
 - GELU MLP with 4x expansion
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
