@@ -4,6 +4,7 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
     python bench.py                                  # the default train.py recipe
     python bench.py config/train_shakespeare_char.py --device=cuda
     python bench.py --compare                        # eager vs compile, fp32 vs bf16, every tie mode
+    python bench.py --compare --compare_compile=false  # the same without the rows that compile first
 
 Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
 counted once, attention included), achieved FLOP/s, MFU and peak memory. MFU is against the
