@@ -191,10 +191,10 @@ def main(argv):
         row = Setting(row_cfg, name, device, fused_adamw)
         try:
             row.warm_up(cfg['bench_warmup'])
-        except Exception as e:  # torch.compile needs a working C++ compiler on a CPU, Triton on a GPU
-            if not (row.compiled and train.is_compile_error(e)):
+        except Exception as e:  # the first compiled steps build the kernels
+            reason = train.compile_failure(e) if row.compiled else None
+            if not reason:
                 raise
-            reason = f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
             if len(settings) == 1:
                 raise UserError(f"{reason}; use --compile=false") from None
             print(f"skipped {name}: {reason}", file=sys.stderr)

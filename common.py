@@ -298,7 +298,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 def cpu_has_native_bf16(cpuinfo="/proc/cpuinfo"):
     """True where the CPU multiplies bf16 in hardware (x86 avx512_bf16 or AMX): there a bf16 matmul
-    runs about twice as fast as fp32 (bench.py measures both peaks). Elsewhere torch emulates bf16,
+    runs 2-3 times as fast as fp32 (bench.py measures both peaks). Elsewhere torch emulates bf16,
     which is slower than fp32, so --dtype=auto keeps float32. Linux only; other systems say False."""
     try:
         with open(cpuinfo) as f:

@@ -282,9 +282,12 @@ class NonFiniteLoss(Exception):
         self.value = value
 
 
-def is_compile_error(e):
-    """An error raised while torch.compile builds its kernels (no C++ compiler, no Triton, ...)."""
-    return type(e).__module__.startswith(('torch._dynamo', 'torch._inductor'))
+def compile_failure(e):
+    """One line on e if torch.compile raised it while building its kernels (no C++ compiler on a CPU,
+    no Triton on a GPU, ...), else None: any other error is not a compile problem."""
+    if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
+        return None
+    return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
 def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False):
@@ -493,11 +496,11 @@ def train(cfg, progress=None):
                                           check_finite=device_type == 'cpu' or logging_now)
             except NonFiniteLoss as e:
                 raise non_finite('loss', e.value, iter_num) from None
-            except Exception as e:  # the first compiled step builds the kernels: a C++ compiler (CPU) or Triton (GPU)
-                if not (use_compile and not compiled_once and is_compile_error(e)):
+            except Exception as e:  # the first compiled step builds the kernels
+                reason = compile_failure(e) if use_compile and not compiled_once else None
+                if not reason:
                     raise
-                raise UserError(f"torch.compile failed here ({type(e).__name__}: "
-                                f"{str(e).strip().splitlines()[0][:120]}); use --compile=false") from None
+                raise UserError(f"{reason}; use --compile=false") from None
             compiled_once = True
             window_tokens += tokens_per_iter
 
