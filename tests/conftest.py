@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -79,3 +80,27 @@ def tiny_train_args(data_dir, out_dir, **overrides):
     """Command-line options for a tiny training run."""
     settings = dict(TINY_TRAIN, data_dir=data_dir, out_dir=out_dir, **overrides)
     return [f"--{key}={value}" for key, value in settings.items()]
+
+
+# -----------------------------------------------------------------------------
+# Running the scripts as a user does, and what a user mistake must look like.
+
+# One torch thread per process: on a 2-core runner, processes that each spin two threads run
+# many times slower than processes with one. Unbuffered, so that a log shows a line once printed.
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def run(script, *args, env=ENV, **kwargs):
+    return subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+def assert_one_line_error(result, *fragments):
+    """Exit code 2, no traceback, and stderr is one line naming the culprit."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]

@@ -1,25 +1,16 @@
 """bench.py end to end on a tiny shape: the --compare table is self-consistent and holds the
 rows the speed comparison needs, and a torch.compile that cannot build is one clear line."""
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import ENV, assert_one_line_error, run, tiny_train_args
 
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=4', '--vocab_size=50',
         '--bench_warmup=1', '--device=cpu']
-ENV = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
 ROW = re.compile(r'^(?P<name>.+?)\s+(?P<params>[\d,]+)\s+(?P<median>[\d.]+)\s+(?P<min>[\d.]+)\s+(?P<max>[\d.]+)\s+'
                  r'(?P<tokens>[\d,]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%\s+-?\d+\s+(?P<ratio>[\d.]+)$')
-
-
-def bench(*args, env=ENV):
-    return subprocess.run([sys.executable, 'bench.py', *TINY, *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def number(text):
@@ -27,8 +18,8 @@ def number(text):
 
 
 def test_compare_table_is_consistent_and_has_the_reference_row():
-    result = bench('--compare', '--compare_compile=false', '--compare_modes=tied,proj', '--bench_iters=6',
-                   '--rounds=3')
+    result = run('bench.py', *TINY, '--compare', '--compare_compile=false', '--compare_modes=tied,proj',
+                 '--bench_iters=6', '--rounds=3')
     assert result.returncode == 0, result.stderr
     rows = {m['name']: m for m in map(ROW.match, result.stdout.splitlines()) if m}
     names = list(rows)
@@ -51,21 +42,15 @@ def test_compare_table_is_consistent_and_has_the_reference_row():
 
 
 def test_bad_input_is_one_line():
-    result = bench('--rounds=0')
-    assert result.returncode == 2 and 'Traceback' not in result.stderr
-    assert result.stderr.strip() == 'error: --rounds must be a positive integer, got 0'
+    line = assert_one_line_error(run('bench.py', *TINY, '--rounds=0'))
+    assert line == 'error: --rounds must be a positive integer, got 0'
 
 
 def test_a_compile_that_cannot_build_is_one_line_in_bench_and_train(tmp_path, tiny_data):
     # No C++ compiler: inductor cannot build its CPU kernels.
     env = dict(ENV, CXX=str(tmp_path / 'no-such-compiler'), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / 'cache'))
-    result = bench('--compile=true', '--bench_iters=2', env=env)
-    assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
-    assert result.stderr.startswith('error: torch.compile failed here (') and result.stderr.count('\n') == 1
-    assert result.stderr.strip().endswith('; use --compile=false')
-    from conftest import tiny_train_args
-    result = subprocess.run([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
-                                                                          compile='true', max_iters=2)],
-                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
-    assert result.stderr.startswith('error: torch.compile failed here (') and result.stderr.count('\n') == 1
+    line = assert_one_line_error(run('bench.py', *TINY, '--compile=true', '--bench_iters=2', env=env))
+    assert line.startswith('error: torch.compile failed here (') and line.endswith('; use --compile=false')
+    line = assert_one_line_error(run('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'), compile='true',
+                                                                   max_iters=2), env=env))
+    assert line.startswith('error: torch.compile failed here (') and line.endswith('; use --compile=false')

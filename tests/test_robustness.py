@@ -24,33 +24,12 @@ import torch
 import prepare
 import train
 from common import UserError
-from conftest import REPO_ROOT, tiny_corpus, tiny_train_args
+from conftest import ENV, REPO_ROOT, assert_one_line_error, run, tiny_corpus, tiny_train_args
 from model import GPT, GPTConfig
-
-# One torch thread per process: on a 2-core runner, processes that each spin two threads run
-# many times slower than processes with one. Unbuffered, so that a log shows a line once printed.
-ENV = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-
 
 def start(script, *args, **kwargs):
     return subprocess.Popen([sys.executable, script, *args], cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
-
-
-def run(script, *args, **kwargs):
-    return subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300, **kwargs)
-
-
-def assert_one_line_error(result, *fragments):
-    """Exit code 2, no traceback, and stderr is one line naming the culprit."""
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert 'Traceback' not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith('error: '), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
-    return lines[0]
 
 
 def temp_files(folder):
