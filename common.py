@@ -296,20 +296,35 @@ def pick_device(device):
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-def cpu_has_native_bf16(cpuinfo="/proc/cpuinfo"):
-    """True where the CPU multiplies bf16 in hardware (x86 avx512_bf16 or AMX): there a bf16 matmul
-    runs 2-3 times as fast as fp32 (bench.py measures both peaks). Elsewhere torch emulates bf16,
-    which is slower than fp32, so --dtype=auto keeps float32. Linux only; other systems say False."""
+# oneDNN's instruction-set levels in rising order, as ONEDNN_MAX_CPU_ISA names them; bf16
+# dot products are native from AVX512_CORE_BF16 on (AMX above it).
+_ONEDNN_ISAS = ('SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2', 'AVX512_CORE', 'AVX512_CORE_VNNI',
+                'AVX512_CORE_BF16', 'AVX512_CORE_FP16', 'AVX512_CORE_AMX', 'AVX512_CORE_AMX_FP16')
+
+
+def cpu_has_native_bf16():
+    """True where torch's CPU matmuls (oneDNN) multiply bf16 in hardware: x86 avx512_bf16 or AMX.
+    There a bf16 matmul runs 2-3x as fast as fp32 (bench.py measures both peaks); elsewhere
+    oneDNN emulates bf16 about 15x slower than native, slower than fp32, so --dtype=auto keeps
+    float32. The answer follows what torch reports, not /proc/cpuinfo: oneDNN may be capped below
+    the CPU's own level (ONEDNN_MAX_CPU_ISA=AVX2, as `ATEN_CPU_CAPABILITY=avx2` tests do), and
+    then the cpuinfo flags are still there but the matmuls no longer use them."""
+    import torch
     try:
-        with open(cpuinfo) as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
+        onednn_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()    # False under an AVX2 cap
+        hardware_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except (AttributeError, RuntimeError):  # a torch without these probes, or built without oneDNN
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    cap = os.environ.get('ONEDNN_MAX_CPU_ISA', '').upper()
+    # oneDNN still calls bf16 "supported" under an AVX512_CORE cap, but only by emulating it.
+    capped_below = cap in _ONEDNN_ISAS and _ONEDNN_ISAS.index(cap) < _ONEDNN_ISAS.index('AVX512_CORE_BF16')
+    return bool(onednn_bf16 and hardware_bf16 and not capped_below)
 
 
-def pick_dtype(dtype, device):
-    """'auto' picks the fastest safe dtype for the device; an explicit one is checked against it."""
+def pick_dtype(dtype, device, warn=True):
+    """'auto' picks the fastest safe dtype for the device; an explicit one is checked against it.
+    An explicit bfloat16 on a CPU that would only emulate it still runs, after a one-line warning
+    on stderr (warn=False for callers that say so themselves)."""
     if dtype not in DTYPES:
         raise UserError(f"--dtype={dtype!r} is not allowed; choose one of: {', '.join(DTYPES)}")
     kind = device.split(":")[0]
@@ -321,10 +336,15 @@ def pick_dtype(dtype, device):
         if dtype == "bfloat16" and not bf16_ok:
             raise UserError("--dtype=bfloat16 but this GPU does not support it; use --dtype=float16 or --dtype=auto")
         return dtype
+    if kind != "cpu":
+        return "float32" if dtype == "auto" else dtype
     if dtype == "auto":
-        return "bfloat16" if kind == "cpu" and cpu_has_native_bf16() else "float32"
-    if dtype == "float16" and kind == "cpu":
+        return "bfloat16" if cpu_has_native_bf16() else "float32"
+    if dtype == "float16":
         raise UserError("--dtype=float16 is not supported on cpu; use --dtype=float32 or --dtype=bfloat16")
+    if dtype == "bfloat16" and warn and not cpu_has_native_bf16():
+        print("warning: --dtype=bfloat16 on a CPU without native bf16 (no avx512_bf16 or AMX in use): torch "
+              "emulates it, many times slower than float32; --dtype=auto picks float32 here", file=sys.stderr)
     return dtype
 
 

@@ -17,7 +17,10 @@ n_embd = 384
 init_std = 0.04
 block_size = 64
 batch_size = 4         # 256 tokens per iteration: the 50257-wide head dominates the cost on a CPU
-dtype = 'bfloat16'     # autocast; measured on this CPU: 0.55 s/iteration against 0.78 in float32
+# dtype stays train.py's 'auto': bfloat16 autocast where the CPU multiplies bf16 natively (avx512_bf16,
+# AMX; 0.55 s/iteration against 0.78 in float32 on the README's CPU), float32 elsewhere, where bf16 is
+# emulated and about 20x slower. The README's experiment-2 figures were measured in bfloat16: to
+# reproduce them exactly, add --dtype=bfloat16 (on a CPU with native bf16).
 
 # 200 iterations (51,200 tokens): early training, where the tied model's high start and its
 # recovery happen. The full losses would need far more tokens than a CPU run allows.

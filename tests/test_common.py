@@ -284,13 +284,45 @@ def test_a_closed_pipe_ends_the_script_without_a_traceback(tmp_path):
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
 
 
-def test_cpu_has_native_bf16_reads_the_flags_line(tmp_path):
-    def cpuinfo(flags):
-        path = tmp_path / "cpuinfo"
-        path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
-        return str(path)
-    assert cpu_has_native_bf16(cpuinfo("fpu sse avx2 avx512f avx512bw avx512_bf16 avx512_vnni"))
-    assert cpu_has_native_bf16(cpuinfo("fpu avx2 amx_bf16 amx_tile"))
-    # avx512bw alone lets torch emulate bf16, slower than fp32: not native
-    assert not cpu_has_native_bf16(cpuinfo("fpu sse avx2 avx512f avx512bw avx512_vnni"))
-    assert not cpu_has_native_bf16(str(tmp_path / "missing"))
+def test_native_bf16_follows_what_torch_reports(monkeypatch):
+    import torch
+    def cpu(onednn, avx512_bf16, amx):
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        return cpu_has_native_bf16()
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert cpu(True, True, False)        # Zen 4, Sapphire Rapids' avx512_bf16
+    assert cpu(True, False, True)        # AMX
+    assert not cpu(True, False, False)   # AVX-512 without bf16 (Skylake-X): oneDNN emulates it
+    assert not cpu(False, False, False)  # AVX2 only (Zen 3, most laptops)
+    assert not cpu(False, True, False)   # the flags are there but oneDNN is capped below them
+    for cap, native in [("AVX2", False), ("avx512_core", False), ("AVX512_CORE_BF16", True), ("AVX512_CORE_AMX", True)]:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert cpu(True, True, False) == native, cap
+
+
+def test_pick_dtype_on_a_cpu_that_emulates_bf16_warns_once_for_an_explicit_choice(monkeypatch, capsys):
+    monkeypatch.setattr(common, "cpu_has_native_bf16", lambda: False)
+    assert pick_dtype("bfloat16", "cpu") == "bfloat16"
+    warning = capsys.readouterr().err.splitlines()
+    assert len(warning) == 1 and warning[0].startswith("warning: --dtype=bfloat16") and "float32" in warning[0]
+    assert pick_dtype("bfloat16", "cpu", warn=False) == "bfloat16"
+    assert pick_dtype("auto", "cpu") == "float32"
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(common, "cpu_has_native_bf16", lambda: True)
+    assert pick_dtype("bfloat16", "cpu") == "bfloat16"
+    assert capsys.readouterr().err == ""
+
+
+AVX2_ONLY = dict(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
+
+
+def test_an_avx2_cap_makes_auto_pick_float32_in_a_fresh_process():
+    # The settings that turn any AVX-512 machine into an AVX2-only one for torch (issue: --dtype=auto
+    # used to read avx512_bf16 from /proc/cpuinfo and run emulated bf16 here).
+    code = "import common; print(common.cpu_has_native_bf16(), common.pick_dtype('auto', 'cpu'))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            env=dict(os.environ, **AVX2_ONLY), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "float32"]
