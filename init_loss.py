@@ -156,6 +156,8 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     constructor runs, then with pytorch_default_init(model, init).
     """
     model = GPT(cfg).to(device).eval()
+    # model.config IS cfg, so the loop below flips the caller's cfg.emb_scale: keep it to put back.
+    emb_scale_asked = cfg.emb_scale
     losses = {False: [], True: []}
     for seed in range(seeds):
         torch.manual_seed(seed)
@@ -166,7 +168,7 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
             model.config.emb_scale = emb_scale
             _, loss = model(idx[:, :-1], targets=idx[:, 1:])
             losses[emb_scale].append(loss.item())
-    model.config.emb_scale = cfg.emb_scale
+    cfg.emb_scale = emb_scale_asked
     result = {}
     for emb_scale, values in losses.items():
         values = torch.tensor(values, dtype=torch.float64)
