@@ -6,11 +6,16 @@ predicted by DESIGN.md equation (*), generalised below.
     python init_loss.py                                  # GPT-2 small shape, about a minute on 2 CPU cores
     python init_loss.py --vocab_size=65 --n_embd=384 --n_layer=6 --n_head=6
     python init_loss.py --json                           # one JSON object per row
+    python init_loss.py --modes=tied --default_init=true # no init of ours: which way the line points
 
 The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches
 of uniformly random tokens, averaged over several seeds (each seed draws new weights and a
 new batch). Uniform tokens make log n the loss of a perfect "know-nothing" model, and the
 next token equals the current one only 1/n of the time, as in (*).
+
+--default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which
+depends on the direction of the tying line (see pytorch_default_init); their JSON objects
+carry init='default-embedding-owns' and so on, every other row init='custom'.
 """
 
 import json
@@ -33,16 +38,18 @@ DEFAULTS = dict(
     modes=','.join(TIE_MODES),
     device='cpu',
     json=False,
+    default_init=False,     # add rows for plain tying with PyTorch's default init, each direction of the line
 )
 
 
-def predicted_initial_loss(cfg):
+def predicted_initial_loss(cfg, token_std=None, position_std=None):
     """Equation (*) of DESIGN.md, generalised to what this model has at its input and head.
 
-    Let t be the token embedding's std (init_std, or log(n)/d under small_init) and s the input
-    scale (sqrt(d) with emb_scale, else 1). The final norm sees x = s*w_i + p_pos, p of std
-    sigma = init_std, and returns h with |h| = sqrt(d) along x. Then
-        self term   a = w_i . h  = d*t * s / sqrt(s^2 + (sigma/t)^2)
+    Let t be the token embedding's std (token_std if given, else init_std, or log(n)/d under
+    small_init), s the input scale (sqrt(d) with emb_scale, else 1) and p the position
+    embedding's std (position_std if given, else sigma = init_std). The final norm sees
+    x = s*w_i + p_pos and returns h with |h| = sqrt(d) along x. Then
+        self term   a = w_i . h  = d*t * s / sqrt(s^2 + (p/t)^2)
         other terms z_k = w_k . h ~ N(0, v),  v = d * (std of the head's rows)^2
     and, the target being almost never the input token,
         loss ~ log( e^a + (n - 1) e^(v/2) ).
@@ -53,11 +60,22 @@ def predicted_initial_loss(cfg):
         logit_scale          h scaled by d^-1/2: a and v both shrink (a/sqrt(d), v/d)
     This assumes identity blocks (zero_init_residual); with GPT-2's init the branches add to x
     and the table shows how far the model departs from it.
+
+    token_std and position_std are for the rows with PyTorch's default init (default_init_stds):
+    there t is no longer the sigma of the rest of the model, and p/t decides how much the
+    position embedding dilutes the self term. Two things (*) leaves out. The mean over uniform
+    targets includes the 1/n of positions whose target IS the input token, where the loss is ~0
+    instead of ~a, so a measurement sits about a/n below (*): 1.5 % at n = 65, nothing at
+    n = 50257. And (n - 1) e^(v/2) is the mean of the other tokens' sum, which overstates its
+    log once v is large (t = 1 makes v = d); at this table's shapes the rows with a large v are
+    rows where the self term dominates, so it does not move them.
     """
     n, d, sigma = cfg.vocab_size, cfg.n_embd, cfg.init_std
     t = math.log(n) / d if cfg.tie_mode == 'small_init' else sigma
+    t = t if token_std is None else token_std
+    p = sigma if position_std is None else position_std
     s = math.sqrt(d) if cfg.emb_scale else 1.0
-    a = d * t * s / math.sqrt(s ** 2 + (sigma / t) ** 2)
+    a = d * t * s / math.sqrt(s ** 2 + (p / t) ** 2)
     v = d * t ** 2
     if cfg.tie_mode in ('untied', 'proj', 'bert', 'shuffle'):
         a, v = 0.0, d * sigma ** 2
@@ -71,26 +89,86 @@ def predicted_initial_loss(cfg):
                                  torch.tensor(math.log(n - 1) + v / 2, dtype=torch.float64)))
 
 
+# Rows for a shared matrix that no init of this project's touched: "which way the line points".
+# 'default-X-owns': init_weights, then the shared matrix as module X's constructor left it (the
+# rest of the model as this project initialises it, so (*) can be checked). 'all-default-X-owns':
+# every module as PyTorch's constructors left it, i.e. a model with no custom init at all.
+DEFAULT_INITS = ('default-embedding-owns', 'default-linear-owns')
+ALL_DEFAULT_INITS = ('all-default-embedding-owns', 'all-default-linear-owns')
+
+
+@torch.no_grad()
+def pytorch_default_init(model, init):
+    """Re-initialise a tied model as if no init of ours had run on the shared matrix ('default-*')
+    or on anything ('all-default-*'); init='custom' leaves init_weights' work alone.
+
+    `self.lm_head.weight = self.token_embedding_table.weight` drops the Linear's own tensor, so the
+    shared one keeps what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's
+    kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's
+    own reset_parameters() runs the very code its constructor ran, so this follows PyTorch if its
+    defaults ever change (a test checks the stds that default_init_stds assumes).
+    """
+    if init == 'custom':
+        return
+    if init not in DEFAULT_INITS + ALL_DEFAULT_INITS or not model.is_tied:
+        raise ValueError(f"init={init!r} needs a tied model and one of: custom, "
+                         f"{', '.join(DEFAULT_INITS + ALL_DEFAULT_INITS)}")
+    owner = model.token_embedding_table if init.endswith('embedding-owns') else model.lm_head
+    if init in ALL_DEFAULT_INITS:
+        # Everything else as its constructor left it: position embedding N(0, 1), every Linear in
+        # the blocks kaiming-uniform with uniform biases (so no block is the identity), norms 1.
+        for module in model.modules():
+            if module not in (model.token_embedding_table, model.lm_head) and hasattr(module, 'reset_parameters'):
+                module.reset_parameters()
+    owner.reset_parameters()
+
+
+def default_init_stds(init, n_embd):
+    """(token_std, position_std) that pytorch_default_init leaves, for predicted_initial_loss;
+    None means "as init_weights has it". U(-b, b) has std b/sqrt(3), so the Linear's is 1/sqrt(3d).
+
+    What the self term a = d*t*s / sqrt(s^2 + (p/t)^2) becomes, with emb_scale off (s = 1):
+    - embedding owns, t = 1, p = sigma = 0.02: p/t = 0.02, so a = d / sqrt(1.0004) = 0.9998 d.
+      The token embedding is 50x the position embedding and nothing dilutes it: the self term
+      is d itself (768 for GPT-2 small, 128 at the char shape), with or without emb_scale.
+    - Linear owns, t = 1/sqrt(3d): as small as sigma (0.0208 at d = 768), so the position
+      embedding dilutes it as in the plain tied row: a = sqrt(d/3) / sqrt(1 + 3d*sigma^2),
+      16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1 at d = 128. The full sqrt(d/3) only
+      with emb_scale, where s = sqrt(d) outweighs p.
+    - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2),
+      the dilution of DESIGN's section 1. Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
+      self term is gone. The default blocks are not the identity, so (*) is not expected to
+      hold exactly; the table shows by how much it misses.
+    """
+    if init == 'custom':
+        return None, None
+    token_std = 1.0 if init.endswith('embedding-owns') else 1.0 / math.sqrt(3 * n_embd)
+    return token_std, (1.0 if init in ALL_DEFAULT_INITS else None)
+
+
 @torch.inference_mode()
-def measure_initial_losses(cfg, seeds, batch_size, device='cpu'):
+def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     """Cross-entropy at init on uniformly random tokens, as {emb_scale: (mean, std over seeds)}.
 
     emb_scale only changes the forward pass, so both settings are measured on the same weights
     and batches (a paired comparison), and each seed costs one initialisation, not two. The
     model is built once and re-initialised per seed with init_weights(), the same code the
-    constructor runs.
+    constructor runs, then with pytorch_default_init(model, init).
     """
     model = GPT(cfg).to(device).eval()
+    # model.config IS cfg, so the loop below flips the caller's cfg.emb_scale: keep it to put back.
+    emb_scale_asked = cfg.emb_scale
     losses = {False: [], True: []}
     for seed in range(seeds):
         torch.manual_seed(seed)
         model.init_weights()
+        pytorch_default_init(model, init)
         idx = torch.randint(cfg.vocab_size, (batch_size, cfg.block_size + 1), device=device)
         for emb_scale in losses:
             model.config.emb_scale = emb_scale
             _, loss = model(idx[:, :-1], targets=idx[:, 1:])
             losses[emb_scale].append(loss.item())
-    model.config.emb_scale = cfg.emb_scale
+    cfg.emb_scale = emb_scale_asked
     result = {}
     for emb_scale, values in losses.items():
         values = torch.tensor(values, dtype=torch.float64)
@@ -112,37 +190,54 @@ def main(argv):
               f"{args['n_layer']} layers, {args['n_head']} heads, sigma {args['init_std']}, "
               f"{args['seeds']} seeds x {args['batch_size']} x {args['block_size']} random tokens; "
               f"log n = {log_n:.3f}", file=out)
-        print(f"{'tie_mode':<12} {'emb_scale':<9} {'residual':<9} {'measured':>15} {'predicted':>9} "
+        init_column = f"{'init':<26} " if args['default_init'] else ''
+        print(f"{'tie_mode':<12} {init_column}{'emb_scale':<9} {'residual':<9} {'measured':>15} {'predicted':>9} "
               f"{'meas/pred':>9} {'meas-log n':>10}", file=out)
     started = time.time()
-    for zero_init_residual in (True, False):
-        rows = {False: [], True: []}  # printed grouped by emb_scale, measured together per mode
-        for mode in modes:
+    # A group per residual init, each a list of (tie_mode, init) rows. The default-init rows are
+    # plain tying only: the question they answer is which module's default the one tensor keeps.
+    default_rows = [('tied', init) for init in DEFAULT_INITS] if args['default_init'] else []
+    groups = [(residual, zero_init_residual, [(mode, 'custom') for mode in modes] + default_rows)
+              for residual, zero_init_residual in (('zero', True), ('gpt2', False))]
+    if args['default_init']:
+        # No init of ours anywhere, so zero_init_residual has nothing left to act on: the branches
+        # are PyTorch's kaiming-uniform Linears. Reported as zero_init_residual=false.
+        groups.append(('torch', False, [('tied', init) for init in ALL_DEFAULT_INITS]))
+    for residual, zero_init_residual, jobs in groups:
+        rows = {False: [], True: []}  # printed grouped by emb_scale, measured together per row
+        for mode, init in jobs:
             try:
                 cfg = GPTConfig(tie_mode=mode, zero_init_residual=zero_init_residual, dropout=0.0, bias=False,
                                 **{k: args[k] for k in model_keys})
             except ValueError as e:
                 raise UserError(str(e)) from None
+            token_std, position_std = default_init_stds(init, cfg.n_embd)
             for emb_scale, (measured, spread) in measure_initial_losses(cfg, args['seeds'], args['batch_size'],
-                                                                        args['device']).items():
+                                                                        args['device'], init).items():
                 cfg.emb_scale = emb_scale
-                rows[emb_scale].append((mode, measured, spread, predicted_initial_loss(cfg)))
+                rows[emb_scale].append((mode, init, measured, spread,
+                                        predicted_initial_loss(cfg, token_std, position_std)))
         for emb_scale, mode_rows in rows.items():
-            for mode, measured, spread, predicted in mode_rows:
+            for mode, init, measured, spread, predicted in mode_rows:
                 if args['json']:
-                    print(json.dumps(dict(tie_mode=mode, emb_scale=emb_scale, zero_init_residual=zero_init_residual,
+                    print(json.dumps(dict(tie_mode=mode, init=init, emb_scale=emb_scale,
+                                          zero_init_residual=zero_init_residual,
                                           vocab_size=args['vocab_size'], n_embd=args['n_embd'],
                                           n_layer=args['n_layer'], init_std=args['init_std'],
                                           measured=round(measured, 4), measured_std=round(spread, 4),
                                           predicted=round(predicted, 4), log_n=round(log_n, 4))), file=out, flush=True)
                 else:
-                    residual = 'zero' if zero_init_residual else 'gpt2'
-                    print(f"{mode:<12} {str(emb_scale).lower():<9} {residual:<9} {measured:>8.3f} ± {spread:<5.3f}"
-                          f" {predicted:>9.3f} {measured / predicted:>9.3f} {measured - log_n:>+10.3f}",
-                          file=out, flush=True)
+                    init_column = f"{init:<26} " if args['default_init'] else ''
+                    print(f"{mode:<12} {init_column}{str(emb_scale).lower():<9} {residual:<9} "
+                          f"{measured:>8.3f} ± {spread:<5.3f} {predicted:>9.3f} {measured / predicted:>9.3f} "
+                          f"{measured - log_n:>+10.3f}", file=out, flush=True)
     if not args['json']:
         print(f"({time.time() - started:.0f} s; residual 'zero' = zero_init_residual, the premise of (*); "
               f"'gpt2' = GPT-2's init, where (*) is not expected to hold)", file=out)
+        if args['default_init']:
+            print("(init 'default-X-owns' = this model's init, then the shared matrix as module X's constructor "
+                  "draws it: nn.Embedding N(0, 1), nn.Linear U(-1/sqrt(d), 1/sqrt(d)); residual 'torch' = "
+                  "every module at PyTorch's default, no init of ours at all)", file=out)
 
 
 if __name__ == '__main__':
