@@ -3,8 +3,8 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
 
     python bench.py                                  # the default train.py recipe
     python bench.py config/train_shakespeare_char.py --device=cuda
-    python bench.py --compare                        # eager vs compile, fp32 vs bf16, every tie mode
-    python bench.py --compare --compare_compile=false  # the same without the rows that compile first
+    python bench.py --compare                        # fp32 vs bf16, every tie mode (and eager vs compile on a GPU)
+    python bench.py --compare --compare_compile=true # with the rows that compile first, on a CPU too
 
 Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
 counted once, attention included), achieved FLOP/s, MFU and peak memory. MFU is against the
@@ -38,7 +38,8 @@ DEFAULTS = dict(train.DEFAULTS,
                 bench_iters=30,      # timed steps per row
                 rounds=10,           # with --compare: the timed steps are split into this many interleaved rounds
                 compare=False,
-                compare_compile=True,  # with --compare: also the torch.compile rows (each compiles first: slow on a CPU)
+                compare_compile='auto',  # with --compare: also the torch.compile rows; auto: where train.py's
+                                         # compile=auto would compile (CUDA), since each compiles first: slow on a CPU
                 compare_modes=','.join(TIE_MODES))
 
 
@@ -158,7 +159,7 @@ def machine_description(device):
 
 
 def main(argv):
-    cfg = train.parse_train_args(argv, DEFAULTS)
+    cfg = train.parse_train_args(argv, DEFAULTS, extra_choices=dict(compare_compile=('auto', 'true', 'false')))
     for key in ('bench_iters', 'rounds'):
         if cfg[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
@@ -191,7 +192,8 @@ def main(argv):
             print("note: no bfloat16 rows: this CPU only emulates bf16 matmuls (no avx512_bf16 or AMX in use), "
                   "so --dtype=auto trains in float32 here", file=sys.stderr)
         for dtype in ('float32',) if emulated_bf16 or device.startswith('mps') else ('float32', 'bfloat16'):
-            for compiled in ('false', 'true') if cfg['compare_compile'] else ('false',):
+            compare_compile = pick_compile(cfg['compare_compile'], device)
+            for compiled in ('false', 'true') if compare_compile else ('false',):
                 row_cfg = dict(cfg, dtype=dtype, compile=compiled)
                 if label(row_cfg) != label(cfg):
                     settings.append((label(row_cfg), row_cfg, None))

@@ -32,13 +32,32 @@ which is ~ d*sigma (15.4 for GPT-2 small) instead of log n (10.8). Every tie mod
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-# Every value of --tie_mode; each is explained where it acts (search for its name).
-TIE_MODES = ('untied', 'tied', 'small_init', 'proj', 'shuffle', 'shufflenet', 'bert', 'logit_scale')
+
+class TieMode(NamedTuple):
+    shares: bool         # lm_head.weight IS token_embedding_table.weight: the tying line runs
+    square_matmuls: int  # d x d matmuls it puts between ln_f and the head (d^2 parameters and FLOPs each)
+    what: str
+
+
+# Every --tie_mode in one table. __init__ reads `shares` and flops_per_token `square_matmuls`; each
+# mode's code sits next to its reason in init_weights (untied, small_init) or head() (the rest).
+# A new mode is a row here, its few lines there, and its test.
+TIE_MODES = {
+    'untied':      TieMode(False, 0, "a head matrix of its own: w_i . h is a cross term"),
+    'tied':        TieMode(True,  0, "plain sharing: the baseline that shows (*)"),
+    'small_init':  TieMode(True,  0, "the shared matrix drawn with std log(n)/d: e^(self term) = n"),
+    'proj':        TieMode(True,  1, "an orthogonal P before the head: w_i . P w_i is a cross term"),
+    'shuffle':     TieMode(True,  0, "swap the halves of h: S[w_i] . w_i pairs different coordinates"),
+    'shufflenet':  TieMode(True,  0, "a channel shuffle of h: almost every coordinate moves"),
+    'bert':        TieMode(True,  1, "BERT's dense -> GELU -> LayerNorm before the head, plus a bias"),
+    'logit_scale': TieMode(True,  0, "h * d^-1/2 before the head: the self term shrinks to sqrt(d)*sigma"),
+}
 
 
 class CausalSelfAttention(nn.Module):
@@ -157,7 +176,7 @@ class GPT(nn.Module):
             self.bert_norm = nn.LayerNorm(d)      # with biases, as in BERT,
             self.output_bias = nn.Parameter(torch.zeros(n))  # plus the decoder bias it adds on purpose
 
-        if config.tie_mode != 'untied':
+        if TIE_MODES[config.tie_mode].shares:
             # THE line. One Parameter, two names: state_dict() lists both keys, parameters() yields it
             # once, and autograd adds the gradients from the input lookup and the output projection.
             self.lm_head.weight = self.token_embedding_table.weight
@@ -193,7 +212,7 @@ class GPT(nn.Module):
         nn.init.normal_(self.position_embedding_table.weight, mean=0.0, std=sigma)
 
         # Mode-specific head parts.
-        if cfg.tie_mode == 'untied':
+        if not self.is_tied:  # 'untied': its head is a matrix of its own, independent of W
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)
         if cfg.tie_mode == 'proj':
             # Orthogonal, so P keeps |h| = sqrt(d): the other logits keep their N(0, d*sigma^2) spread.
@@ -321,10 +340,7 @@ class GPT(nn.Module):
         matmul_weights = sum(p.numel() for name, p in self.blocks.named_parameters()
                              if name.endswith('weight') and p.dim() == 2)
         matmul_weights += cfg.vocab_size * cfg.n_embd                       # the head
-        if cfg.tie_mode == 'proj':
-            matmul_weights += self.tie_proj.weight.numel()
-        if cfg.tie_mode == 'bert':
-            matmul_weights += self.bert_dense.weight.numel()
+        matmul_weights += TIE_MODES[cfg.tie_mode].square_matmuls * cfg.n_embd ** 2  # proj's P, bert's dense
         return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
 
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):

@@ -86,10 +86,14 @@ EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, n
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
 
 
-def parse_train_args(argv, defaults=DEFAULTS):
-    choices = dict(CHOICES, compile=CHOICES['compile'] + ('True', 'False', '1', '0'))
+def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
+    choices = dict(CHOICES, **(extra_choices or {}))
+    switches = [key for key, allowed in choices.items() if allowed == ('auto', 'true', 'false')]
+    for key in switches:  # auto/true/false switches also take the spellings of a boolean
+        choices[key] = choices[key] + ('True', 'False', '1', '0')
     cfg = parse_config(defaults, argv, choices)
-    cfg['compile'] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg['compile'], cfg['compile'])
+    for key in switches:
+        cfg[key] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg[key], cfg[key])
     for key in ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
                 'log_interval'):
         if cfg[key] < 1:
