@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 
+import plumbing
 import train
 from common import UserError, atomic_path, atomic_write_bytes, parse_modes, run_cli
 from init_loss import predicted_initial_loss
@@ -149,7 +150,7 @@ def run_all(cfg, runs, bar):
         if os.path.exists(ckpt_path):
             # Interrupted midway: continue from the checkpoint, which train.py restores exactly
             # (weights, optimizer, RNG and data order), if it was made with these settings.
-            ckpt = train.load_checkpoint(ckpt_path, 'cpu')
+            ckpt = plumbing.load_checkpoint(ckpt_path, 'cpu')
             check_same_config(wanted, ckpt.get('config', {}), ckpt_path, run_dir)
             run_cfg = dict(run_cfg, init_from='resume')
             bar.update(ckpt['iter_num'])
@@ -180,8 +181,7 @@ def read_result(path):
 def read_metrics(run_dir):
     path = os.path.join(run_dir, 'metrics.csv')
     try:
-        with open(path, newline='') as f:
-            return list(csv.DictReader(f))
+        return plumbing.read_metrics(path)
     except OSError as e:
         raise UserError(f"cannot read {path} ({e.strerror}); delete {run_dir} to train that run again") from None
 

@@ -27,6 +27,7 @@ import time
 
 import torch
 
+import plumbing
 import train
 from common import (UserError, autocast_context, cpu_has_native_bf16, parse_modes, pick_compile, pick_device, pick_dtype,
                     run_cli)
@@ -85,7 +86,7 @@ def measured_cpu_peak_flops(dtype, size=2048, repeats=5):
 def peak_flops(device, dtype):
     """(FLOP/s, where the figure comes from): a GPU's datasheet, or a matmul measured here."""
     if device.startswith('cuda'):
-        return train.gpu_peak_flops(device, dtype), 'datasheet'
+        return plumbing.gpu_peak_flops(device, dtype), 'datasheet'
     # An emulated bf16 matmul runs at about 1-2 GFLOP/s: 2048^3 would take seconds per repeat, and
     # 512^3 measures the same ceiling in a fraction of one.
     size = 512 if dtype == 'bfloat16' and not cpu_has_native_bf16() else 2048

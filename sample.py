@@ -15,7 +15,7 @@ import torch
 from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
 from model import GPT, GPTConfig
 from prepare import get_codec
-from train import load_checkpoint
+from plumbing import load_checkpoint
 
 DEFAULTS = dict(
     out_dir='out',

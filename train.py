@@ -13,24 +13,20 @@ written atomically) and metrics.csv (one row per logged iteration). Ctrl-C saves
 checkpoint; a kill at any moment leaves the previous checkpoint whole.
 """
 
-import csv
-import io
 import math
 import os
-import signal
-import statistics
-import threading
-import time
 import zlib
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, parse_config, pick_compile,
-                    pick_device, pick_dtype, remove_stale_temps, run_cli)
+from common import UserError, autocast_context, parse_config, pick_compile, pick_dtype, run_cli
 from model import GPT, GPTConfig, TIE_MODES
 from prepare import load_meta
+from plumbing import (MODEL_KEYS, RunFiles, Throughput, check_resume_compatible, check_same_vocabulary,
+                      checkpoint_state, ctrl_c_saves, gpu_peak_flops, load_checkpoint, process_group)
 
 DEFAULTS = dict(
     # I/O
@@ -77,13 +73,7 @@ DEFAULTS = dict(
     seed=1337,
 )
 CHOICES = dict(tie_mode=TIE_MODES, init_from=('scratch', 'resume'), compile=('auto', 'true', 'false'))
-MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups')
-METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
-                  'data_fingerprint')
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
-# What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
-CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
 
 
 def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
@@ -153,6 +143,17 @@ def get_batch(tokens, batch_size, block_size, generator):
     return window[:, :-1], window[:, 1:], starts
 
 
+def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
+    """The micro-batches [(x, y), ...] of one optimizer step on device, and the data fingerprint
+    (a CRC of every window start drawn so far) updated with them."""
+    batches = []
+    for _ in range(accum_steps):
+        x, y, starts = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
+        fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
+        batches.append((x.to(device, non_blocking=True), y.to(device, non_blocking=True)))
+    return batches, fingerprint
+
+
 @torch.no_grad()
 def estimate_loss(model, splits, cfg, ctx, device):
     """Mean loss on each split over the same eval_iters batches every time, so curves (and tie
@@ -172,55 +173,7 @@ def estimate_loss(model, splits, cfg, ctx, device):
     return losses
 
 
-# ---------------------------------------------------------------- checkpoints and metrics
-
-def load_checkpoint(path, device):
-    if not os.path.exists(path):
-        raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
-                        f"or point --out_dir at the run to resume")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-        missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
-        missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
-    except Exception as e:
-        # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
-        # the first sentence of torch's message is the useful part, the rest is about other cases.
-        reason = str(e).strip().split('\n')[0].split('. ')[0]
-        reason = reason if len(reason) <= 100 else reason[:97] + '...'
-        raise UserError(f"checkpoint {path} is unreadable, truncated or corrupted ({type(e).__name__}: {reason}); "
-                        f"delete it to train from scratch, or restore a copy") from None
-    if missing:
-        raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
-    return ckpt
-
-
-def check_resume_compatible(ckpt, cfg, path):
-    """Model keys the user set must agree with the checkpoint; keys left at their default take its values."""
-    for key in MODEL_KEYS:
-        saved = ckpt['model_args'][key]
-        if cfg[key] != DEFAULTS[key] and cfg[key] != saved:
-            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
-                            f"drop the option or start a new --out_dir")
-        cfg[key] = saved
-
-
-def check_same_vocabulary(saved, meta, path, data_dir):
-    """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
-    the character list) it was trained with; resuming on other data must not reinterpret them."""
-    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars')) == \
-            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars')):
-        return
-    detail = ''
-    if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
-        only_saved = [c for c in saved['chars'] if c not in meta['chars']]
-        only_data = [c for c in meta['chars'] if c not in saved['chars']]
-        detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
-                  f"only in the data: {''.join(only_data)[:20]!r}")
-    raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
-                    f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
-                    f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume with "
-                    f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
-
+# ---------------------------------------------------------------- the model and its optimizer
 
 def make_model_config(cfg):
     """The GPTConfig of a run's settings; its checks become one-line user errors."""
@@ -230,55 +183,31 @@ def make_model_config(cfg):
         raise UserError(str(e)) from None
 
 
-def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
-    return {
-        'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
-        'optimizer': optimizer.state_dict(),
-        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
-        'config': dict(cfg),
-        'iter_num': iter_num,
-        'best_val_loss': best_val_loss,
-        'rng': {'torch': torch.get_rng_state(), 'data': data_generator.get_state(),
-                'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-        'data_fingerprint': fingerprint,
-        'meta': meta,                              # the tokenizer, so sample.py needs no data folder
-    }
-
-
-def open_metrics(out_dir, resume_from):
-    """metrics.csv for appending. On resume, rows logged after the checkpoint are dropped first,
-    since those iterations are about to be trained again."""
-    path = os.path.join(out_dir, 'metrics.csv')
-    rows = []
-    if resume_from is not None and os.path.exists(path):
-        with open(path, newline='') as f:
-            rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
-    writer.writeheader()
-    writer.writerows(rows)
+def build_or_resume(cfg, ckpt, device, rank, ckpt_path):
+    """The model, its AdamW, the training-data generator and (iter_num, best_val_loss, fingerprint):
+    fresh from the seed, or exactly as the checkpoint left them."""
+    torch.manual_seed(cfg['seed'])
+    model = GPT(make_model_config(cfg)).to(device)
+    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
+                                           device.split(':')[0])
+    # Training batches have their own generator: every tie mode sees the same data order for a seed,
+    # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
+    data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
+    if ckpt is None:
+        return model, optimizer, data_generator, (0, float('inf'), 0)
     try:
-        # Atomically: a kill at this moment must not lose the rows of the run so far.
-        atomic_write_bytes(path, text.getvalue().encode())
-        f = open(path, 'a', newline='')
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}; free some space or choose another "
-                        f"--out_dir") from None
-    return f, csv.DictWriter(f, fieldnames=METRICS_FIELDS)
+        model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
+        optimizer.load_state_dict(ckpt['optimizer'])
+    except (RuntimeError, ValueError, KeyError) as e:
+        reason = str(e).strip().split('\n')[0]
+        raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
+                        f"it was written by another version: start a new --out_dir") from None
+    torch.set_rng_state(ckpt['rng']['torch'].cpu())
+    data_generator.set_state(ckpt['rng']['data'].cpu())
+    if device.startswith('cuda') and ckpt['rng']['cuda']:
+        torch.cuda.set_rng_state_all([s.cpu() for s in ckpt['rng']['cuda']])
+    return model, optimizer, data_generator, (ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint'])
 
-
-def check_writable(out_dir):
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
-        with open(probe, 'w') as f:
-            f.write('ok')
-        os.remove(probe)
-    except OSError as e:
-        raise UserError(f"cannot write to --out_dir={out_dir}: {e.strerror}; choose a writable folder") from None
-
-
-# ---------------------------------------------------------------- training
 
 class NonFiniteLoss(Exception):
     def __init__(self, value):
@@ -317,261 +246,154 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
     return loss
 
 
+def non_finite_error(what, value, iter_num, cfg, dtype, files):
+    hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
+    if cfg['tie_mode'] == 'tied':
+        hints.append("a --tie_mode other than 'tied' (see README)")
+    if dtype != 'float32':
+        hints.append(f"--dtype=float32 (now {dtype})")
+    if cfg['grad_clip'] == 0:
+        hints.append("--grad_clip=1.0")
+    return UserError(f"{what} is {value} at iteration {iter_num}; training stopped and {files.kept()}. "
+                     f"Try {' or '.join(hints)}")
+
+
+# ---------------------------------------------------------------- training
+
 def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to
     advance instead of drawing one (ablate.py shares one bar across runs). Returns a summary
     dict: iterations, final and best losses, tokens/s, wall time, and the trained model."""
     cfg = dict(cfg)
-    ddp = int(os.environ.get('RANK', -1)) != -1
-    if ddp:
-        from torch.distributed import destroy_process_group, init_process_group
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        rank, local_rank, world_size = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
-        device = f'cuda:{local_rank}' if torch.cuda.is_available() else 'cpu'
+    with process_group(cfg) as proc:
+        device, master = proc.device, proc.master
+        dtype = pick_dtype(cfg['dtype'], device)
+        use_compile = pick_compile(cfg['compile'], device)
+        ctx = autocast_context(device, dtype)
         if device.startswith('cuda'):
-            torch.cuda.set_device(device)
-        init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')
-        if cfg['gradient_accumulation_steps'] % world_size:
-            raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
-                            f"by the number of processes ({world_size})")
-    else:
-        rank, world_size = 0, 1
-        device = pick_device(cfg['device'])
-    master = rank == 0
-    accum_steps = cfg['gradient_accumulation_steps'] // world_size
-    device_type = device.split(':')[0]
-    dtype = pick_dtype(cfg['dtype'], device)
-    use_compile = pick_compile(cfg['compile'], device)
-    ctx = autocast_context(device, dtype)
-    if device_type == 'cuda':
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
 
-    # Every check that reads comes before the first write, so a mistake leaves out_dir untouched.
-    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    splits, meta = load_splits(cfg)
-    ckpt = None
-    if cfg['init_from'] == 'resume':
-        ckpt = load_checkpoint(ckpt_path, device)
-        check_resume_compatible(ckpt, cfg, ckpt_path)
-        check_same_vocabulary(ckpt['meta'], meta, ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+        # Every check that reads comes before the first write, so a mistake leaves out_dir untouched.
+        files = RunFiles(cfg['out_dir'], writes=master)
+        splits, meta = load_splits(cfg)
+        ckpt = None
+        if cfg['init_from'] == 'resume':
+            ckpt = load_checkpoint(files.ckpt_path, device)
+            check_resume_compatible(ckpt, cfg, DEFAULTS, files.ckpt_path)
+            check_same_vocabulary(ckpt['meta'], meta, files.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+        check_vocab_size(cfg, meta)
+        make_model_config(cfg)
+        files.prepare()
+
+        model, optimizer, data_generator, (iter_num, best_val_loss, fingerprint) = \
+            build_or_resume(cfg, ckpt, device, proc.rank, files.ckpt_path)
+        files.saved_iter = iter_num if ckpt is not None else None
+        ckpt = None  # free the memory
+        raw_model = model
+        if use_compile:
+            model = torch.compile(model)
+        if proc.ddp:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(model, device_ids=[proc.local_rank] if device.startswith('cuda') else None)
+        scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(dtype == 'float16'))
+        accum_steps = cfg['gradient_accumulation_steps'] // proc.world_size
+        tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
+        if master and progress is None:
+            print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, proc.world_size, tokens_per_iter)
+        files.open_metrics(resume_from=iter_num if cfg['init_from'] == 'resume' else None)
+
+        bar = progress or tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
+                               dynamic_ncols=True, desc=cfg['tie_mode'])
+        speed, last, first_iter = Throughput(), {}, iter_num
+        peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
+        state = lambda: checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator,  # noqa: E731
+                                         fingerprint, meta)
+        with files, ctrl_c_saves(proc, files) as interrupted, (nullcontext() if progress else bar):
+            while True:
+                lr = get_lr(iter_num, cfg)
+                for group in optimizer.param_groups:
+                    group['lr'] = lr
+
+                # evaluate on the fixed batches, then save a checkpoint
+                row = {}
+                if master and (iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters']):
+                    with speed.paused():
+                        losses = estimate_loss(raw_model, splits, cfg, ctx, device)
+                    row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}")
+                    bad = [v for v in losses.values() if not math.isfinite(v)]
+                    if bad:  # the weights are already broken: never save them
+                        raise non_finite_error('evaluation loss', bad[0], iter_num, cfg, dtype, files)
+                    last, best_val_loss = losses, min(best_val_loss, losses['val'])
+                    if iter_num > 0:
+                        files.save(iter_num, state)
+                if iter_num >= cfg['max_iters'] or interrupted:
+                    if row:
+                        files.log(row, iter_num, lr, speed.last, speed.elapsed(), fingerprint)
+                    break
+
+                # one optimizer step over the micro-batches of gradient accumulation
+                batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, data_generator, device,
+                                                    fingerprint)
+                logging_now = iter_num % cfg['log_interval'] == 0
+                # Checking the loss needs its value on the host: free on a CPU, a sync on a GPU, so only when
+                # logging there; on a GPU the check of the evaluation losses is what keeps broken weights
+                # out of a checkpoint.
+                try:
+                    step_loss = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
+                                              check_finite=device == 'cpu' or logging_now)
+                except NonFiniteLoss as e:
+                    raise non_finite_error('loss', e.value, iter_num, cfg, dtype, files) from None
+                except Exception as e:  # the first compiled step builds the kernels: a failure there is one line
+                    if use_compile and iter_num == first_iter and (reason := compile_failure(e)):
+                        raise UserError(f"{reason}; use --compile=false") from None
+                    raise
+                speed.add(tokens_per_iter)
+
+                # log: a row of metrics.csv and the progress bar
+                if master and (logging_now or row):
+                    tokens_per_sec = speed.tick()
+                    row['step_loss'] = f"{step_loss.item():.4f}"
+                    files.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
+                    postfix = dict(loss=row['step_loss'], lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
+                    if last:
+                        postfix['val'] = f"{last['val']:.4f}"
+                    if peak:
+                        postfix['mfu'] = f"{100 * raw_model.estimate_mfu(tokens_per_sec, peak, cfg['block_size']):.1f}%"
+                    bar.set_postfix(postfix, refresh=False)
+                iter_num += 1
+                bar.update(1)
+            if interrupted and iter_num < cfg['max_iters']:
+                files.save(iter_num, state)
+                raise KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {files.ckpt_path}; "
+                                        f"continue with --init_from=resume --out_dir={cfg['out_dir']}")
+
+    summary = dict(iters=iter_num, train_loss=last.get('train'), val_loss=last.get('val'), best_val_loss=best_val_loss,
+                   tokens_per_sec=speed.median(), wall_s=speed.elapsed(), params=raw_model.num_params(),
+                   data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
+    if master and not progress:
+        print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
+              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {files.ckpt_path}")
+    return summary
+
+
+def check_vocab_size(cfg, meta):
     if cfg['vocab_size'] is None:
         cfg['vocab_size'] = meta['vocab_size']
     if cfg['vocab_size'] < meta['vocab_size']:
         raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
                         f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
                         f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
-    model_config = make_model_config(cfg)
-    if master:
-        check_writable(cfg['out_dir'])
-        for name in ('ckpt.pt', 'metrics.csv'):  # partial files of runs killed while saving
-            remove_stale_temps(os.path.join(cfg['out_dir'], name))
-
-    torch.manual_seed(cfg['seed'])
-    model = GPT(model_config).to(device)
-    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
-                                           device_type)
-    # Training batches have their own generator: every tie mode sees the same data order for a seed,
-    # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
-    data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
-    iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
-    saved_iter = None  # the iteration of the checkpoint on disk that this run wrote or resumed from
-    if ckpt is not None:
-        try:
-            model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
-            optimizer.load_state_dict(ckpt['optimizer'])
-        except (RuntimeError, ValueError, KeyError) as e:
-            reason = str(e).strip().split('\n')[0]
-            raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
-                            f"it was written by another version: start a new --out_dir") from None
-        torch.set_rng_state(ckpt['rng']['torch'].cpu())
-        data_generator.set_state(ckpt['rng']['data'].cpu())
-        if device_type == 'cuda' and ckpt['rng']['cuda']:
-            torch.cuda.set_rng_state_all([s.cpu() for s in ckpt['rng']['cuda']])
-        iter_num, best_val_loss, fingerprint = ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
-        saved_iter = iter_num
-        ckpt = None  # free the memory
-    raw_model = model
-    if use_compile:
-        model = torch.compile(model)
-    if ddp:
-        model = DDP(model, device_ids=[local_rank] if device_type == 'cuda' else None)
-    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
-
-    tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
-    peak = gpu_peak_flops(device, dtype) if device_type == 'cuda' else None
-    if master and progress is None:
-        breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
-        print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
-              f"source: {meta.get('source', 'unknown')}), "
-              f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
-        print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
-        print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
-              f"{tokens_per_iter:,} tokens per iteration")
-    metrics_file, metrics = open_metrics(cfg['out_dir'], iter_num if cfg['init_from'] == 'resume' else None) \
-        if master else (None, None)
-
-    def kept():
-        if saved_iter is None:
-            return "no checkpoint of this run was saved yet"
-        return f"the checkpoint of iteration {saved_iter} in {ckpt_path} is kept"
-
-    def save(it):
-        nonlocal saved_iter
-        if it == saved_iter:  # already on disk: the resumed iteration, or Ctrl-C right after a save
-            return
-        try:
-            atomic_torch_save(checkpoint_state(raw_model, optimizer, cfg, it, best_val_loss, data_generator,
-                                               fingerprint, meta), ckpt_path)
-        except OSError as e:  # disk full, quota, folder removed: the temp file is gone, the old checkpoint whole
-            raise UserError(f"cannot save the checkpoint of iteration {it} to {ckpt_path}: {e.strerror or e}; "
-                            f"{kept()}. Free some space (or choose another --out_dir), then continue with "
-                            f"--init_from=resume") from None
-        saved_iter = it
-
-    def non_finite(what, value, it):
-        hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
-        if cfg['tie_mode'] == 'tied':
-            hints.append("a --tie_mode other than 'tied' (see README)")
-        if dtype != 'float32':
-            hints.append(f"--dtype=float32 (now {dtype})")
-        if cfg['grad_clip'] == 0:
-            hints.append("--grad_clip=1.0")
-        return UserError(f"{what} is {value} at iteration {it}; training stopped and {kept()}. "
-                         f"Try {' or '.join(hints)}")
-
-    # Ctrl-C: finish the current iteration, save, then stop. A second Ctrl-C stops at once, which
-    # still loses nothing saved: a checkpoint being written is only a temp file until it is complete.
-    # Only the main thread may set a handler; elsewhere (or where SIGINT is ignored, as under nohup)
-    # Ctrl-C keeps its usual meaning and the last checkpoint is what remains.
-    interrupted = []
-    def on_sigint(signum, frame):
-        interrupted.append(True)
-        signal.signal(signal.SIGINT, previous_handler)
-        # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr.
-        os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
-    handle_sigint = (master and threading.current_thread() is threading.main_thread()
-                     and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
-    previous_handler = signal.signal(signal.SIGINT, on_sigint) if handle_sigint else None
-
-    own_bar = progress is None
-    if own_bar:
-        from tqdm import tqdm
-        progress = tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
-                        dynamic_ncols=True, desc=cfg['tie_mode'])
-    started, window_start, window_tokens, tokens_per_sec = time.time(), time.perf_counter(), 0, 0.0
-    rates = []  # tokens/s of each logging window, evaluation excluded
-    compiled_once = False
-    last = {}
-    try:
-        while True:
-            row = {}
-            lr = get_lr(iter_num, cfg)
-            for group in optimizer.param_groups:
-                group['lr'] = lr
-            if master and (iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters']):
-                eval_started = time.perf_counter()
-                losses = estimate_loss(raw_model, splits, cfg, ctx, device)
-                window_start += time.perf_counter() - eval_started  # keep evaluation out of tokens/s
-                row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}")
-                bad = [v for v in losses.values() if not math.isfinite(v)]
-                if bad:  # the weights are already broken: never save them
-                    raise non_finite('evaluation loss', bad[0], iter_num)
-                last.update(losses)
-                best_val_loss = min(best_val_loss, losses['val'])
-                if iter_num > 0:
-                    save(iter_num)
-            if iter_num >= cfg['max_iters'] or interrupted:
-                if row:
-                    write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
-                break
-
-            batches = []
-            for _ in range(accum_steps):
-                x, y, starts = get_batch(splits['train'], cfg['batch_size'], cfg['block_size'], data_generator)
-                fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
-                batches.append((x.to(device, non_blocking=True), y.to(device, non_blocking=True)))
-            logging_now = iter_num % cfg['log_interval'] == 0
-            # Checking the loss needs its value on the host: free on a CPU, a sync on a GPU, so only when
-            # logging there; on a GPU the check of the evaluation losses above is what keeps broken
-            # weights out of a checkpoint.
-            try:
-                step_loss = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
-                                          check_finite=device_type == 'cpu' or logging_now)
-            except NonFiniteLoss as e:
-                raise non_finite('loss', e.value, iter_num) from None
-            except Exception as e:  # the first compiled step builds the kernels
-                reason = compile_failure(e) if use_compile and not compiled_once else None
-                if not reason:
-                    raise
-                raise UserError(f"{reason}; use --compile=false") from None
-            compiled_once = True
-            window_tokens += tokens_per_iter
-
-            if master and (logging_now or row):
-                now = time.perf_counter()
-                tokens_per_sec = window_tokens / max(now - window_start, 1e-9)
-                rates.append(tokens_per_sec)
-                window_start, window_tokens = now, 0
-                row['step_loss'] = f"{step_loss.item():.4f}"
-                write_row(metrics, metrics_file, row, iter_num, lr, tokens_per_sec, started, fingerprint)
-                postfix = dict(loss=f"{step_loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
-                if 'val' in last:
-                    postfix['val'] = f"{last['val']:.4f}"
-                if peak:
-                    postfix['mfu'] = f"{100 * raw_model.estimate_mfu(tokens_per_sec, peak, cfg['block_size']):.1f}%"
-                progress.set_postfix(postfix, refresh=False)
-            iter_num += 1
-            progress.update(1)
-        if interrupted and iter_num < cfg['max_iters']:
-            save(iter_num)
-            raise KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {ckpt_path}; "
-                                    f"continue with --init_from=resume --out_dir={cfg['out_dir']}")
-    except KeyboardInterrupt as e:
-        if e.args:  # the message above
-            raise
-        if not master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
-            raise KeyboardInterrupt(f"rank {rank} stopped; rank 0 writes the checkpoints") from None
-        raise KeyboardInterrupt(f"stopped at once; {kept()}") from None  # a second Ctrl-C, or no handler
-    except OSError as e:  # writing metrics.csv: disk full, or out_dir removed under us
-        raise UserError(f"cannot write to --out_dir={cfg['out_dir']}: {e.strerror or e}; {kept()}") from None
-    finally:
-        if handle_sigint:
-            signal.signal(signal.SIGINT, previous_handler)
-        if master:
-            with suppress(OSError):  # on a full disk, closing fails too; the error above says it already
-                metrics_file.close()
-        if own_bar:
-            progress.close()
-        if ddp:
-            destroy_process_group()
-    summary = dict(iters=iter_num, train_loss=last.get('train'), val_loss=last.get('val'), best_val_loss=best_val_loss,
-                   tokens_per_sec=statistics.median(rates) if rates else 0.0, wall_s=time.time() - started, params=raw_model.num_params(),
-                   data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
-    if master and own_bar:
-        print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
-              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {ckpt_path}")
-    return summary
 
 
-def write_row(writer, file, row, iter_num, lr, tokens_per_sec, started, fingerprint):
-    writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
-                         elapsed_s=f'{time.time() - started:.2f}', data_fingerprint=f'{fingerprint:08x}'))
-    file.flush()
-
-
-# Dense bf16/fp16 tensor-core peaks from NVIDIA's datasheets, FLOP/s, for MFU.
-GPU_PEAK_FLOPS = {'H200': 989e12, 'H100': 989e12, 'A100': 312e12, 'L40S': 362e12, 'L4': 121e12,
-                  'A10G': 125e12, 'RTX 4090': 165e12, 'RTX 3090': 71e12, 'V100': 125e12, 'T4': 65e12}
-
-
-def gpu_peak_flops(device, dtype):
-    """The datasheet peak of a known GPU in 16-bit (None if unknown); fp32 runs at TF32 at best."""
-    name = torch.cuda.get_device_name(device)
-    for key, flops in GPU_PEAK_FLOPS.items():
-        if key in name:
-            return flops if dtype in ('bfloat16', 'float16') else flops / 2
-    return None
+def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, world_size, tokens_per_iter):
+    breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
+    print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
+          f"source: {meta.get('source', 'unknown')}), "
+          f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
+    print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
+    print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
+          f"{tokens_per_iter:,} tokens per iteration")
 
 
 def main(argv):

@@ -30,6 +30,13 @@ def gpt2_files_cached():
     return bool(cache_dir) and all(os.path.isfile(os.path.join(cache_dir, name)) for name in names)
 
 
+def pytest_configure(config):
+    # `python -m pytest -m "not slow" tests/` is the quick loop while developing; CI and the README's
+    # command run everything.
+    config.addinivalue_line("markers", "slow: kills, Ctrl-C and compile-failure runs (about a minute); "
+                                       "deselect with -m 'not slow'")
+
+
 @pytest.fixture
 def gpt2_files():
     if not gpt2_files_cached():

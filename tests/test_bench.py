@@ -59,6 +59,7 @@ def test_bad_input_is_one_line():
     assert line == 'error: --rounds must be a positive integer, got 0'
 
 
+@pytest.mark.slow
 def test_a_compile_that_cannot_build_is_one_line_in_bench_and_train(tmp_path, tiny_data):
     # No C++ compiler: inductor cannot build its CPU kernels.
     env = dict(ENV, CXX=str(tmp_path / 'no-such-compiler'), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / 'cache'))

@@ -202,6 +202,7 @@ CTRL_C_RUNS = dict(training=dict(eval_interval=1000),
                    save=dict(eval_interval=1, n_layer=2, n_embd=256, n_head=4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('during', CTRL_C_RUNS)
 def test_ctrl_c_saves_a_final_checkpoint_and_resume_continues(during, tiny_data, tmp_path, spawn):
     out_dir = str(tmp_path / 'out')
@@ -228,6 +229,7 @@ def test_ctrl_c_saves_a_final_checkpoint_and_resume_continues(during, tiny_data,
     assert [int(it) for it, _ in metrics_rows(out_dir)] == list(range(done + 4))
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_data, tmp_path, spawn):
     # A checkpoint of ~38 MB takes tens of milliseconds to write: time to catch its temp file.
     out_dir = str(tmp_path / 'out')
@@ -364,6 +366,7 @@ def kill_chain(start_run, kills, data_dir, out_dir, seed):
         mid_save.append(f'.ckpt.pt.tmp-{pid}' in left)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_always_leaves_a_loadable_checkpoint(tiny_data, tmp_path):
     launcher, start_forked = forking_launcher()
     try:
@@ -447,6 +450,7 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
 PREPARE_KILLS = 16
 
 
+@pytest.mark.slow
 def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn):
     # Two inputs of different sizes, prepared in turn into the same folder, so that old and new
     # files differ. Half the kills come at a random moment of the run, half while it writes.

@@ -1,0 +1,298 @@
+"""
+The plumbing of a training run, so that train.py can tell the training story: the run's files
+(out_dir/ckpt.pt and out_dir/metrics.csv), the process (DDP set-up and tear-down), Ctrl-C, and
+throughput bookkeeping.
+
+A checkpoint holds everything an exact resume needs (model, optimizer, RNG and data-order
+state, iteration) and is always written whole: to a temporary file beside it, then renamed, so a
+kill at any moment leaves the previous one intact. metrics.csv gets one row per logged
+iteration; a resume first drops the rows logged after its checkpoint, since those iterations are
+trained again. Every failure to read or write these files becomes one UserError that says what
+is kept and what to do.
+"""
+
+import csv
+import io
+import os
+import signal
+import statistics
+import threading
+import time
+from contextlib import contextmanager, suppress
+
+import torch
+
+from common import UserError, atomic_torch_save, atomic_write_bytes, pick_device, remove_stale_temps
+
+# The model settings a checkpoint records; a resume or sample.py builds the model from them.
+MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
+              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups')
+# What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
+CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
+METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
+                  'data_fingerprint')
+
+
+# ---------------------------------------------------------------- the run's files
+
+def load_checkpoint(path, device):
+    if not os.path.exists(path):
+        raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
+                        f"or point --out_dir at the run to resume")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+        missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
+        missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
+    except Exception as e:
+        # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
+        # the first sentence of torch's message is the useful part, the rest is about other cases.
+        reason = str(e).strip().split('\n')[0].split('. ')[0]
+        reason = reason if len(reason) <= 100 else reason[:97] + '...'
+        raise UserError(f"checkpoint {path} is unreadable, truncated or corrupted ({type(e).__name__}: {reason}); "
+                        f"delete it to train from scratch, or restore a copy") from None
+    if missing:
+        raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
+    return ckpt
+
+
+def check_resume_compatible(ckpt, cfg, defaults, path):
+    """Model keys the user set must agree with the checkpoint; keys left at their default take its values."""
+    for key in MODEL_KEYS:
+        saved = ckpt['model_args'][key]
+        if cfg[key] != defaults[key] and cfg[key] != saved:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
+                            f"drop the option or start a new --out_dir")
+        cfg[key] = saved
+
+
+def check_same_vocabulary(saved, meta, path, data_dir):
+    """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
+    the character list) it was trained with; resuming on other data must not reinterpret them."""
+    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars')) == \
+            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars')):
+        return
+    detail = ''
+    if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
+        only_saved = [c for c in saved['chars'] if c not in meta['chars']]
+        only_data = [c for c in meta['chars'] if c not in saved['chars']]
+        detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
+                  f"only in the data: {''.join(only_data)[:20]!r}")
+    raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
+                    f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
+                    f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume with "
+                    f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
+
+
+def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
+    return {
+        'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
+        'optimizer': optimizer.state_dict(),
+        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
+        'config': dict(cfg),
+        'iter_num': iter_num,
+        'best_val_loss': best_val_loss,
+        'rng': {'torch': torch.get_rng_state(), 'data': data_generator.get_state(),
+                'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        'data_fingerprint': fingerprint,
+        'meta': meta,                              # the tokenizer, so sample.py needs no data folder
+    }
+
+
+def read_metrics(path):
+    """The rows of a metrics.csv as dicts of strings."""
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+class RunFiles:
+    """out_dir's checkpoint and metrics file for one run. Only the master process writes."""
+
+    def __init__(self, out_dir, writes=True):
+        self.out_dir, self.writes = out_dir, writes
+        self.ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+        self.metrics_path = os.path.join(out_dir, 'metrics.csv')
+        self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
+        self._file = self._writer = None
+
+    def kept(self):
+        """What is safe on disk, for the end of an error message."""
+        if self.saved_iter is None:
+            return "no checkpoint of this run was saved yet"
+        return f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept"
+
+    def prepare(self):
+        """Make out_dir (or fail before anything is written) and clear temp files of killed saves."""
+        if not self.writes:
+            return
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+            probe = os.path.join(self.out_dir, f'.write-test-{os.getpid()}')
+            with open(probe, 'w') as f:
+                f.write('ok')
+            os.remove(probe)
+        except OSError as e:
+            raise UserError(f"cannot write to --out_dir={self.out_dir}: {e.strerror}; choose a writable folder") from None
+        for path in (self.ckpt_path, self.metrics_path):  # partial files of runs killed while saving
+            remove_stale_temps(path)
+
+    def save(self, iter_num, state):
+        """Write the checkpoint of iter_num atomically; state() builds its contents only when needed."""
+        if not self.writes or iter_num == self.saved_iter:  # already on disk: the resumed iteration, or Ctrl-C right after a save
+            return
+        try:
+            atomic_torch_save(state(), self.ckpt_path)
+        except OSError as e:  # disk full, quota, folder removed: the temp file is gone, the old checkpoint whole
+            raise UserError(f"cannot save the checkpoint of iteration {iter_num} to {self.ckpt_path}: "
+                            f"{e.strerror or e}; {self.kept()}. Free some space (or choose another --out_dir), "
+                            f"then continue with --init_from=resume") from None
+        self.saved_iter = iter_num
+
+    def open_metrics(self, resume_from=None):
+        """metrics.csv for appending. On resume, rows logged after the checkpoint are dropped first,
+        since those iterations are about to be trained again."""
+        if not self.writes:
+            return
+        rows = []
+        if resume_from is not None and os.path.exists(self.metrics_path):
+            with open(self.metrics_path, newline='') as f:
+                rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        try:
+            # Atomically: a kill at this moment must not lose the rows of the run so far.
+            atomic_write_bytes(self.metrics_path, text.getvalue().encode())
+            self._file = open(self.metrics_path, 'a', newline='')
+        except OSError as e:
+            raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}; free some space or choose "
+                            f"another --out_dir") from None
+        self._writer = csv.DictWriter(self._file, fieldnames=METRICS_FIELDS)
+
+    def log(self, row, iter_num, lr, tokens_per_sec, elapsed_s, fingerprint):
+        """Append one row to metrics.csv, flushed, so a kill loses at most the row being written."""
+        if not self.writes:
+            return
+        try:
+            self._writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
+                                       elapsed_s=f'{elapsed_s:.2f}', data_fingerprint=f'{fingerprint:08x}'))
+            self._file.flush()
+        except OSError as e:  # disk full, or out_dir removed under us
+            raise UserError(f"cannot write to --out_dir={self.out_dir}: {e.strerror or e}; {self.kept()}") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._file is not None:
+            with suppress(OSError):  # on a full disk, closing fails too; the error raised already says it
+                self._file.close()
+
+
+# ---------------------------------------------------------------- the process, Ctrl-C, throughput
+
+class Process:
+    """Where this process trains: its device and, under torchrun, its DDP rank."""
+    ddp, rank, local_rank, world_size = False, 0, 0, 1
+
+    @property
+    def master(self):  # rank 0 alone evaluates, logs and writes the run's files
+        return self.rank == 0
+
+
+@contextmanager
+def process_group(cfg):
+    """Set up the process (under torchrun: join the DDP group, one GPU per rank) and tear it down."""
+    proc = Process()
+    proc.ddp = int(os.environ.get('RANK', -1)) != -1
+    if not proc.ddp:
+        proc.device = pick_device(cfg['device'])
+        yield proc
+        return
+    from torch.distributed import destroy_process_group, init_process_group
+    proc.rank, proc.local_rank, proc.world_size = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
+    proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
+    if proc.device.startswith('cuda'):
+        torch.cuda.set_device(proc.device)
+    init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
+    try:
+        if cfg['gradient_accumulation_steps'] % proc.world_size:
+            raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
+                            f"by the number of processes ({proc.world_size})")
+        yield proc
+    finally:
+        destroy_process_group()
+
+
+@contextmanager
+def ctrl_c_saves(proc, files):
+    """Ctrl-C sets the flag this yields: the loop finishes its iteration, saves, then stops. A second
+    Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp
+    file until it is complete. Only the main thread may set a handler; elsewhere (or where SIGINT is
+    ignored, as under nohup) Ctrl-C keeps its usual meaning and the last checkpoint is what remains."""
+    interrupted = []
+    def on_sigint(signum, frame):
+        interrupted.append(True)
+        signal.signal(signal.SIGINT, previous_handler)
+        # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr.
+        os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
+    handle = (proc.master and threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
+    previous_handler = signal.signal(signal.SIGINT, on_sigint) if handle else None
+    try:
+        yield interrupted
+    except KeyboardInterrupt as e:
+        if e.args:  # the loop's own "interrupted at iteration ..." after its save
+            raise
+        if not proc.master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
+            raise KeyboardInterrupt(f"rank {proc.rank} stopped; rank 0 writes the checkpoints") from None
+        raise KeyboardInterrupt(f"stopped at once; {files.kept()}") from None  # a second Ctrl-C, or no handler
+    finally:
+        if handle:
+            signal.signal(signal.SIGINT, previous_handler)
+
+
+class Throughput:
+    """Tokens per second over logging windows, with evaluation time paused out of them."""
+
+    def __init__(self):
+        self.started = time.time()
+        self.window_start, self.window_tokens, self.rates = time.perf_counter(), 0, []
+        self.last = 0.0
+
+    def elapsed(self):
+        return time.time() - self.started
+
+    @contextmanager
+    def paused(self):
+        paused_at = time.perf_counter()
+        yield
+        self.window_start += time.perf_counter() - paused_at
+
+    def add(self, tokens):
+        self.window_tokens += tokens
+
+    def tick(self):
+        """Close the window: its tokens/s, also kept for the run's median."""
+        now = time.perf_counter()
+        self.last = self.window_tokens / max(now - self.window_start, 1e-9)
+        self.rates.append(self.last)
+        self.window_start, self.window_tokens = now, 0
+        return self.last
+
+    def median(self):
+        return statistics.median(self.rates) if self.rates else 0.0
+
+
+# Dense bf16/fp16 tensor-core peaks from NVIDIA's datasheets, FLOP/s, for MFU.
+GPU_PEAK_FLOPS = {'H200': 989e12, 'H100': 989e12, 'A100': 312e12, 'L40S': 362e12, 'L4': 121e12,
+                  'A10G': 125e12, 'RTX 4090': 165e12, 'RTX 3090': 71e12, 'V100': 125e12, 'T4': 65e12}
+
+
+def gpu_peak_flops(device, dtype):
+    """The datasheet peak of a known GPU in 16-bit (None if unknown); fp32 runs at TF32 at best."""
+    name = torch.cuda.get_device_name(device)
+    for key, flops in GPU_PEAK_FLOPS.items():
+        if key in name:
+            return flops if dtype in ('bfloat16', 'float16') else flops / 2
+    return None
