@@ -10,7 +10,7 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
 - causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs;
   always in fp32 on a CPU, even under bf16 autocast, where it is faster)
-- GELU MLP with 4x expansion
+- GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
 
@@ -77,9 +77,11 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)  # a residual output projection
         self.dropout = nn.Dropout(config.dropout)
+        self.gelu_approx = config.gelu_approx  # 'none' (exact) or 'tanh' (what GPT-2 was trained with)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+        x = F.gelu(self.c_fc(x), approximate=self.gelu_approx)  # (B, T, C) -> (B, T, 4C)
+        return self.dropout(self.c_proj(x))                     # (B, T, 4C) -> (B, T, C)
 
 
 class Block(nn.Module):
@@ -111,6 +113,7 @@ class GPTConfig:
     emb_scale: bool = False        # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
     zero_init_residual: bool = False  # zero the residual output projections: the premise of (*)
     shuffle_groups: int = 4        # g for tie_mode='shufflenet'
+    gelu_approx: str = 'none'      # the MLP's GELU: 'none' is exact; 'tanh' is GPT-2's approximation ("gelu_new")
 
     def __post_init__(self):
         # Fail here, with the key's name, rather than as a shape error deep inside a matmul.
@@ -129,6 +132,8 @@ class GPTConfig:
             raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
                              f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "
                              f"the divisors of {self.n_embd}")
+        if self.gelu_approx not in ('none', 'tanh'):
+            raise ValueError(f"gelu_approx={self.gelu_approx!r} is not allowed; choose one of: none, tanh")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not self.init_std > 0:
