@@ -354,3 +354,46 @@ class GPT(nn.Module):
                 idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
             idx = torch.cat((idx, idx_next), dim=1)
         return idx
+
+    # ---------------------------------------------------------------- pretrained GPT-2
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, tie_mode=None, dropout=0.0, block_size=None):
+        """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name
+        (gpt2, gpt2-medium, gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder
+        written by GPT2LMHeadModel.save_pretrained (works offline). forward(idx)[0] then equals
+        transformers' logits: biases, the tanh GELU, no emb_scale, and the head the weights were
+        trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE
+        tensor, read at the input and scored at the output); 'untied' gives the head its own copy.
+        A block_size below the pretrained context keeps the first block_size position rows."""
+        from common import UserError
+        from hf_gpt2 import CONV1D, hf_name, load_hf_model, model_args
+
+        hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
+        args = model_args(hf.config.to_dict(), name_or_path)
+        hf_tied = args.pop('tied')
+        tie_mode = tie_mode or ('tied' if hf_tied else 'untied')
+        if tie_mode not in ('tied', 'untied'):
+            raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
+        if tie_mode == 'tied' and not hf_tied:
+            raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
+                            f"embedding would throw the trained head away; use tie_mode='untied'")
+        n_positions = args['block_size']
+        block_size = block_size or n_positions
+        if block_size > n_positions:
+            raise UserError(f"block_size={block_size} is longer than the {n_positions} positions "
+                            f"{name_or_path} was trained with")
+        model = cls(GPTConfig(**dict(args, block_size=block_size, dropout=dropout, tie_mode=tie_mode)))
+
+        hf_params = dict(hf.named_parameters(remove_duplicate=False))  # lm_head.weight too, when tied
+        with torch.no_grad():
+            # named_parameters() yields a shared tensor once, here as token_embedding_table.weight, so
+            # a tied head receives wte exactly once; copy_ writes in place, so the tie survives.
+            for name, param in model.named_parameters():
+                source = hf_params[hf_name(name)]
+                if name.endswith(CONV1D):
+                    source = source.t()                                  # Conv1D (in, out) -> Linear (out, in)
+                if name == 'position_embedding_table.weight':
+                    source = source[:block_size]                         # (n_positions, C) -> (block_size, C)
+                param.copy_(source)
+        return model
