@@ -74,8 +74,26 @@ def pretrained_args(name_or_path):
         n_layer, n_head, n_embd = HUB_MODELS[name_or_path]
         return dict(vocab_size=50257, block_size=1024, n_layer=n_layer, n_head=n_head, n_embd=n_embd, bias=True,
                     emb_scale=False, gelu_approx='tanh', tied=True)
-    raise UserError(f"--init_from={name_or_path}: no such folder, and not a GPT-2 name ({', '.join(HUB_MODELS)}); "
-                    f"give a hub name or a folder written by GPT2LMHeadModel.save_pretrained")
+    raise UserError(f"--init_from={name_or_path}: no such folder, and not a known name (scratch, resume, "
+                    f"{', '.join(HUB_MODELS)}); a folder must be written by GPT2LMHeadModel.save_pretrained")
+
+
+def pretrained_meta(name_or_path):
+    """The tokenizer a pretrained model reads, as prepare.py's meta.json describes one: the meta.json
+    that export.py writes beside the weights, else GPT-2's BPE (every OpenAI GPT-2)."""
+    path = os.path.join(name_or_path, 'meta.json')
+    if not (os.path.isdir(name_or_path) and os.path.isfile(path)):
+        return dict(tokenizer='gpt2', vocab_size=50257)
+    try:
+        with open(path, encoding='utf-8') as f:
+            meta = json.load(f)
+        if meta['tokenizer'] == 'char' and not isinstance(meta['chars'], list):
+            raise TypeError("'chars' is not a list")
+        return meta
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+        raise UserError(f"{path} is unreadable ({reason}); export.py writes it: export again, or delete it "
+                        f"if the model reads GPT-2 BPE") from None
 
 
 def load_hf_model(name_or_path):
@@ -152,10 +170,12 @@ def start_from_pretrained(cfg, defaults, meta):
     if cfg['tie_mode'] not in ('tied', 'untied'):
         raise UserError(f"--tie_mode={cfg['tie_mode']} would put a new transform before a head that was trained "
                         f"without one; start {name} with --tie_mode=tied or --tie_mode=untied")
-    if meta.get('tokenizer') != 'gpt2':
-        raise UserError(f"--init_from={name} reads GPT-2 BPE token ids, but dataset {cfg['dataset']} is "
-                        f"{meta.get('tokenizer')}-level; prepare it with python prepare.py --input=FILE "
-                        f"--tokenizer=gpt2 (or --dataset=shakespeare)")
+    reads = pretrained_meta(name)
+    if (meta.get('tokenizer'), meta.get('chars')) != (reads['tokenizer'], reads.get('chars')):
+        how = ("prepare it with python prepare.py --input=FILE --tokenizer=gpt2 (or --dataset=shakespeare)"
+               if reads['tokenizer'] == 'gpt2' else "use the data it was trained on")
+        raise UserError(f"--init_from={name} reads {reads['tokenizer']} token ids, but dataset {cfg['dataset']} "
+                        f"has other ones ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}); {how}")
     from model import GPT
     tie_mode = None if cfg['tie_mode'] == defaults['tie_mode'] else cfg['tie_mode']
     model = GPT.from_pretrained(name, tie_mode=tie_mode, dropout=cfg['dropout'], block_size=cfg['block_size'])

@@ -6,6 +6,7 @@ optional config file, then --key=value overrides.
     python train.py --tie_mode=shuffle                 # the same with a remedy for the tied head
     python train.py config/train_shakespeare_char.py   # the one-GPU recipe
     python train.py --init_from=resume                 # continue from out_dir/ckpt.pt
+    python train.py config/finetune_shakespeare.py     # fine-tune pretrained GPT-2 (needs transformers)
     torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
 
 Writes to out_dir: ckpt.pt (model, optimizer, config, iteration, RNG and data-order state,
@@ -29,6 +30,7 @@ import torch
 
 from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, parse_config, pick_compile,
                     pick_device, pick_dtype, remove_stale_temps, run_cli)
+from hf_gpt2 import start_from_pretrained
 from model import GPT, GPTConfig, TIE_MODES
 from prepare import load_meta
 
@@ -37,7 +39,8 @@ DEFAULTS = dict(
     out_dir='out',
     dataset='shakespeare_char',     # data/<dataset>/ made by prepare.py
     data_dir='data',
-    init_from='scratch',            # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    init_from='scratch',            # 'scratch', 'resume' (from out_dir/ckpt.pt), or pretrained GPT-2: gpt2,
+                                    # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (hf_gpt2.py)
     eval_interval=250,
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
     log_interval=10,
@@ -58,6 +61,7 @@ DEFAULTS = dict(
     emb_scale=False,
     zero_init_residual=False,
     shuffle_groups=4,
+    gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
     # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
     learning_rate=1e-3,
     max_iters=2000,
@@ -76,9 +80,11 @@ DEFAULTS = dict(
     compile='auto',                 # auto: on for CUDA, off elsewhere
     seed=1337,
 )
-CHOICES = dict(tie_mode=TIE_MODES, init_from=('scratch', 'resume'), compile=('auto', 'true', 'false'))
+CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups')
+              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx')
+# Model keys that checkpoints written before the key existed lack, with the value they were trained with.
+LEGACY_MODEL_ARGS = dict(gelu_approx='none')
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
                   'data_fingerprint')
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
@@ -176,6 +182,8 @@ def load_checkpoint(path, device):
                         f"or point --out_dir at the run to resume")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
+        for key, value in LEGACY_MODEL_ARGS.items():
+            ckpt.get('model_args', {}).setdefault(key, value)
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
         missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
     except Exception as e:
@@ -351,6 +359,9 @@ def train(cfg, progress=None):
         ckpt = load_checkpoint(ckpt_path, device)
         check_resume_compatible(ckpt, cfg, ckpt_path)
         check_same_vocabulary(ckpt['meta'], meta, ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+    pretrained = None
+    if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
+        pretrained = start_from_pretrained(cfg, DEFAULTS, meta)
     if cfg['vocab_size'] is None:
         cfg['vocab_size'] = meta['vocab_size']
     if cfg['vocab_size'] < meta['vocab_size']:
@@ -364,7 +375,7 @@ def train(cfg, progress=None):
             remove_stale_temps(os.path.join(cfg['out_dir'], name))
 
     torch.manual_seed(cfg['seed'])
-    model = GPT(model_config).to(device)
+    model = (GPT(model_config) if pretrained is None else pretrained).to(device)
     optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
                                            device_type)
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
