@@ -119,8 +119,9 @@ def recorded_config(run_cfg):
 
 def check_same_config(wanted, saved, where, run_dir):
     """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
-    differ = [k for k in wanted
-              if saved.get(k) != wanted[k] and not (k == 'vocab_size' and wanted[k] is None)]
+    # A key newer than the run (train.LEGACY_MODEL_ARGS) counts with the value the run was made with.
+    differ = [k for k in wanted if saved.get(k, train.LEGACY_MODEL_ARGS.get(k)) != wanted[k]
+              and not (k == 'vocab_size' and wanted[k] is None)]
     if differ:
         key = differ[0]
         more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""
