@@ -20,7 +20,7 @@ from prepare import get_codec
 from train import load_checkpoint
 
 DEFAULTS = dict(
-    init_from='resume',     # 'resume': out_dir/ckpt.pt; or gpt2, gpt2-medium, gpt2-large, gpt2-xl, a transformers folder
+    init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
     out_dir='out',
     start='\n',             # the prompt, or FILE:path to read it from a file
     num_samples=3,
