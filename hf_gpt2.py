@@ -168,13 +168,14 @@ def start_from_pretrained(cfg, defaults, meta):
         raise UserError(f"--block_size={cfg['block_size']} is longer than the {pretrained['block_size']} positions "
                         f"{name} was trained with; use at most {pretrained['block_size']}")
     if cfg['tie_mode'] not in ('tied', 'untied'):
-        raise UserError(f"--tie_mode={cfg['tie_mode']} would put a new transform before a head that was trained "
-                        f"without one; start {name} with --tie_mode=tied or --tie_mode=untied")
+        raise UserError(f"--tie_mode={cfg['tie_mode']} changes the head or its initialisation, but {name}'s head "
+                        f"was trained as it is; start it with --tie_mode=tied or --tie_mode=untied")
     reads = pretrained_meta(name)
     if (meta.get('tokenizer'), meta.get('chars')) != (reads['tokenizer'], reads.get('chars')):
         how = ("prepare it with python prepare.py --input=FILE --tokenizer=gpt2 (or --dataset=shakespeare)"
                if reads['tokenizer'] == 'gpt2' else "use the data it was trained on")
-        raise UserError(f"--init_from={name} reads {reads['tokenizer']} token ids, but dataset {cfg['dataset']} "
+        kind = {'gpt2': 'GPT-2 BPE', 'char': 'character'}.get(reads['tokenizer'], reads['tokenizer'])
+        raise UserError(f"--init_from={name} reads {kind} token ids, but dataset {cfg['dataset']} "
                         f"has other ones ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}); {how}")
     from model import GPT
     tie_mode = None if cfg['tie_mode'] == defaults['tie_mode'] else cfg['tie_mode']
