@@ -276,3 +276,11 @@ def test_export_never_touches_a_non_empty_folder_and_refuses_shuffle_in_one_line
     assert_one_line_error(result, 'tie_mode=shuffle', 'cannot be exported')
     assert not os.path.exists(tmp_path / 'hf')
     shutil.rmtree(out_dir)
+
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=1, eval_interval=1,
+                                                       emb_scale=True)))
+    with pytest.raises(UserError, match='emb_scale=True with tie_mode=tied cannot be exported'):
+        export.main([f'--out_dir={out_dir}', f'--to={tmp_path}/hf'])
+    with pytest.raises(UserError, match='no checkpoint at'):
+        export.main([f'--out_dir={tmp_path}/none', f'--to={tmp_path}/hf'])
+    assert not os.path.exists(tmp_path / 'hf')
