@@ -13,6 +13,7 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
+- OpenAI's GPT-2 weights through `GPT.from_pretrained` (at the end; the name map is in hf_gpt2.py)
 
 Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
 |w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
