@@ -107,7 +107,7 @@ def plan_runs(cfg):
 def model_config(run_cfg, vocab_size):
     """The run's GPTConfig, checked now rather than minutes into the ablation (e.g. an odd width for shuffle)."""
     try:
-        return GPTConfig(**{k: run_cfg[k] for k in train.MODEL_KEYS if k != 'vocab_size'},
+        return GPTConfig(**{k: run_cfg[k] for k in plumbing.MODEL_KEYS if k != 'vocab_size'},
                          vocab_size=run_cfg['vocab_size'] or vocab_size)
     except ValueError as e:
         raise UserError(f"tie_mode={run_cfg['tie_mode']}: {e}") from None
@@ -120,8 +120,9 @@ def recorded_config(run_cfg):
 
 def check_same_config(wanted, saved, where, run_dir):
     """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
-    differ = [k for k in wanted
-              if saved.get(k) != wanted[k] and not (k == 'vocab_size' and wanted[k] is None)]
+    # A key newer than the run (plumbing.LEGACY_MODEL_ARGS) counts with the value the run was made with.
+    differ = [k for k in wanted if saved.get(k, plumbing.LEGACY_MODEL_ARGS.get(k)) != wanted[k]
+              and not (k == 'vocab_size' and wanted[k] is None)]
     if differ:
         key = differ[0]
         more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""

@@ -7,6 +7,7 @@ predicted by DESIGN.md equation (*), generalised below.
     python init_loss.py --vocab_size=65 --n_embd=384 --n_layer=6 --n_head=6
     python init_loss.py --json                           # one JSON object per row
     python init_loss.py --modes=tied --default_init=true # no init of ours: which way the line points
+    python init_loss.py --init_from=gpt2 --text=FILE     # a pretrained GPT-2 on ordinary text instead
 
 The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches
 of uniformly random tokens, averaged over several seeds (each seed draws new weights and a
@@ -16,6 +17,11 @@ next token equals the current one only 1/n of the time, as in (*).
 --default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which
 depends on the direction of the tying line (see pytorch_default_init); their JSON objects
 carry init='default-embedding-owns' and so on, every other row init='custom'.
+With --init_from (a GPT-2 name or a transformers folder, see hf_gpt2.py), the question is what
+became of the self term after training: on the first --windows windows of --block_size tokens
+of a text file, the loss, the probability the model gives to "the next token is this token"
+(copy_prob) next to how often it really is (repeat_rate), and how far the current token's logit
+stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model).
 """
 
 import json
@@ -26,7 +32,9 @@ import time
 import torch
 
 from common import UserError, parse_config, parse_modes, run_cli
+from hf_gpt2 import pretrained_meta
 from model import GPT, GPTConfig, TIE_MODES
+from prepare import get_codec
 
 DEFAULTS = dict(
     vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
@@ -39,6 +47,9 @@ DEFAULTS = dict(
     device='cpu',
     json=False,
     default_init=False,     # add rows for plain tying with PyTorch's default init, each direction of the line
+    init_from='',           # gpt2, gpt2-medium, gpt2-large, gpt2-xl or a transformers folder: measure it on --text
+    text='',                # with init_from: a UTF-8 text file, measured from its start
+    windows=16,             # with init_from: windows of block_size tokens measured
 )
 
 
@@ -176,8 +187,57 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     return result
 
 
+@torch.inference_mode()
+def measure_pretrained(model, ids, block_size, windows):
+    """ids (N,) int64 of ordinary text -> dict of loss, copy_prob, repeat_rate, self_margin, tokens,
+    over the first `windows` consecutive windows of block_size tokens."""
+    n = min(windows, (len(ids) - 1) // block_size)
+    if n < 1:
+        raise UserError(f"--text has {len(ids)} tokens, fewer than one window of --block_size={block_size} plus one")
+    x = ids[:n * block_size].view(n, block_size)                # (n, T)
+    y = ids[1:n * block_size + 1].view(n, block_size)           # (n, T) the next tokens
+    totals = dict(loss=0.0, copy_prob=0.0, self_margin=0.0)
+    for i in range(n):  # one window at a time: the logits of a 1024-token window are 200 MB
+        logits, loss = model(x[i:i + 1], y[i:i + 1])
+        logits = logits[0].float()                               # (T, vocab)
+        self_logit = logits.gather(-1, x[i][:, None])[:, 0]      # (T,) the current token's own logit
+        totals['loss'] += loss.item()
+        totals['copy_prob'] += (self_logit - logits.logsumexp(-1)).exp().mean().item()
+        totals['self_margin'] += (self_logit - logits.mean(-1)).mean().item()
+    result = {key: value / n for key, value in totals.items()}
+    result.update(repeat_rate=(x == y).float().mean().item(), tokens=n * block_size)
+    return result
+
+
+def pretrained_main(args):
+    """--init_from: one row (or JSON object) for a pretrained model on ordinary text."""
+    if not args['text']:
+        raise UserError("--init_from needs --text=FILE, a UTF-8 text file to measure the model on")
+    try:
+        with open(args['text'], encoding='utf-8') as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read --text={args['text']}: {getattr(e, 'strerror', None) or e}") from None
+    encode, _ = get_codec(pretrained_meta(args['init_from']))
+    model = GPT.from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
+    if args['block_size'] > model.config.block_size:
+        raise UserError(f"--block_size={args['block_size']} is longer than the model's {model.config.block_size}")
+    ids = torch.tensor(encode(text), dtype=torch.long, device=args['device'])
+    row = measure_pretrained(model, ids, args['block_size'], args['windows'])
+    row = dict(init_from=args['init_from'], text=args['text'], block_size=args['block_size'],
+               log_n=math.log(model.config.vocab_size), **row)
+    if args['json']:
+        print(json.dumps({k: float(f'{v:.6g}') if isinstance(v, float) else v for k, v in row.items()}))
+    else:
+        print(f"{row['init_from']} on the first {row['tokens']:,} tokens of {row['text']}: loss {row['loss']:.3f} "
+              f"(log n = {row['log_n']:.3f}), copy_prob {row['copy_prob']:.3g} against repeat_rate "
+              f"{row['repeat_rate']:.3g}, self_margin {row['self_margin']:.2f}")
+
+
 def main(argv):
     args = parse_config(DEFAULTS, argv)
+    if args['init_from']:
+        return pretrained_main(args)
     modes = parse_modes(args['modes'], 'modes', TIE_MODES)
     for key in ('seeds', 'batch_size'):
         if args[key] < 1:

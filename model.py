@@ -10,9 +10,10 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
 - causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs;
   always in fp32 on a CPU, even under bf16 autocast, where it is faster)
-- GELU MLP with 4x expansion
+- GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
+- OpenAI's GPT-2 weights through `GPT.from_pretrained` (at the end; the name map is in hf_gpt2.py)
 
 Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
 |w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
@@ -96,9 +97,11 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)  # a residual output projection
         self.dropout = nn.Dropout(config.dropout)
+        self.gelu_approx = config.gelu_approx  # 'none' (exact) or 'tanh' (what GPT-2 was trained with)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+        x = F.gelu(self.c_fc(x), approximate=self.gelu_approx)  # (B, T, C) -> (B, T, 4C)
+        return self.dropout(self.c_proj(x))                     # (B, T, 4C) -> (B, T, C)
 
 
 class Block(nn.Module):
@@ -130,6 +133,7 @@ class GPTConfig:
     emb_scale: bool = False        # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
     zero_init_residual: bool = False  # zero the residual output projections: the premise of (*)
     shuffle_groups: int = 4        # g for tie_mode='shufflenet'
+    gelu_approx: str = 'none'      # the MLP's GELU: 'none' is exact; 'tanh' is GPT-2's approximation ("gelu_new")
 
     def __post_init__(self):
         # Fail here, with the key's name, rather than as a shape error deep inside a matmul.
@@ -148,6 +152,8 @@ class GPTConfig:
             raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
                              f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "
                              f"the divisors of {self.n_embd}")
+        if self.gelu_approx not in ('none', 'tanh'):
+            raise ValueError(f"gelu_approx={self.gelu_approx!r} is not allowed; choose one of: none, tanh")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not self.init_std > 0:
@@ -365,3 +371,46 @@ class GPT(nn.Module):
                 idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
             idx = torch.cat((idx, idx_next), dim=1)
         return idx
+
+    # ---------------------------------------------------------------- pretrained GPT-2
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, tie_mode=None, dropout=0.0, block_size=None):
+        """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name
+        (gpt2, gpt2-medium, gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder
+        written by GPT2LMHeadModel.save_pretrained (works offline). forward(idx)[0] then equals
+        transformers' logits: biases, the tanh GELU, no emb_scale, and the head the weights were
+        trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE
+        tensor, read at the input and scored at the output); 'untied' gives the head its own copy.
+        A block_size below the pretrained context keeps the first block_size position rows."""
+        from common import UserError
+        from hf_gpt2 import CONV1D, hf_name, load_hf_model, model_args
+
+        hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
+        args = model_args(hf.config.to_dict(), name_or_path)
+        hf_tied = args.pop('tied')
+        tie_mode = tie_mode or ('tied' if hf_tied else 'untied')
+        if tie_mode not in ('tied', 'untied'):
+            raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
+        if tie_mode == 'tied' and not hf_tied:
+            raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
+                            f"embedding would throw the trained head away; use tie_mode='untied'")
+        n_positions = args['block_size']
+        block_size = block_size or n_positions
+        if block_size > n_positions:
+            raise UserError(f"block_size={block_size} is longer than the {n_positions} positions "
+                            f"{name_or_path} was trained with")
+        model = cls(GPTConfig(**dict(args, block_size=block_size, dropout=dropout, tie_mode=tie_mode)))
+
+        hf_params = dict(hf.named_parameters(remove_duplicate=False))  # lm_head.weight too, when tied
+        with torch.no_grad():
+            # named_parameters() yields a shared tensor once, here as token_embedding_table.weight, so
+            # a tied head receives wte exactly once; copy_ writes in place, so the tie survives.
+            for name, param in model.named_parameters():
+                source = hf_params[hf_name(name)]
+                if name.endswith(CONV1D):
+                    source = source.t()                                  # Conv1D (in, out) -> Linear (out, in)
+                if name == 'position_embedding_table.weight':
+                    source = source[:block_size]                         # (n_positions, C) -> (block_size, C)
+                param.copy_(source)
+        return model

@@ -26,7 +26,9 @@ from common import UserError, atomic_torch_save, atomic_write_bytes, pick_device
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups')
+              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx')
+# Model keys that checkpoints written before the key existed lack, with the value they were trained with.
+LEGACY_MODEL_ARGS = dict(gelu_approx='none')
 # What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
@@ -41,6 +43,8 @@ def load_checkpoint(path, device):
                         f"or point --out_dir at the run to resume")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
+        for key, value in LEGACY_MODEL_ARGS.items():
+            ckpt.get('model_args', {}).setdefault(key, value)
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
         missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
     except Exception as e:

@@ -4,6 +4,7 @@ Sample text from a trained model.
     python sample.py                                   # from out/ckpt.pt
     python sample.py --out_dir=out-shakespeare-char --start="ROMEO:" --num_samples=5
     python sample.py --start=FILE:prompt.txt --temperature=0.8 --top_k=200
+    python sample.py --init_from=gpt2 --start="To be, or not to be"   # pretrained GPT-2 (transformers)
 
 The checkpoint carries the tokenizer (characters or GPT-2 BPE), so no data folder is needed.
 """
@@ -13,11 +14,13 @@ import os
 import torch
 
 from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
+from hf_gpt2 import pretrained_meta
 from model import GPT, GPTConfig
 from prepare import get_codec
 from plumbing import load_checkpoint
 
 DEFAULTS = dict(
+    init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
     out_dir='out',
     start='\n',             # the prompt, or FILE:path to read it from a file
     num_samples=3,
@@ -58,12 +61,19 @@ def generate_samples(cfg):
         raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
     device = pick_device(cfg['device'])
     dtype = pick_dtype(cfg['dtype'], device)
-    ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
-    encode, decode = get_codec(ckpt['meta'])
+    if cfg['init_from'] == 'resume':
+        ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
+        meta = ckpt['meta']
+    else:
+        meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
+    encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
 
-    model = GPT(GPTConfig(**ckpt['model_args']))
-    model.load_state_dict(ckpt['model'])
+    if cfg['init_from'] == 'resume':
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        model.load_state_dict(ckpt['model'])
+    else:
+        model = GPT.from_pretrained(cfg['init_from'])  # hf_gpt2.py: a hub name or a transformers folder
     model.to(device).eval()
     torch.manual_seed(cfg['seed'])
     ctx = autocast_context(device, dtype)  # generate() already runs without gradients

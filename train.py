@@ -6,6 +6,7 @@ optional config file, then --key=value overrides.
     python train.py --tie_mode=shuffle                 # the same with a remedy for the tied head
     python train.py config/train_shakespeare_char.py   # the one-GPU recipe
     python train.py --init_from=resume                 # continue from out_dir/ckpt.pt
+    python train.py config/finetune_shakespeare.py     # fine-tune pretrained GPT-2 (needs transformers)
     torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
 
 Writes to out_dir: ckpt.pt (model, optimizer, config, iteration, RNG and data-order state,
@@ -23,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from common import UserError, autocast_context, parse_config, pick_compile, pick_dtype, run_cli
+from hf_gpt2 import start_from_pretrained
 from model import GPT, GPTConfig, TIE_MODES
 from prepare import load_meta
 from plumbing import (MODEL_KEYS, RunFiles, Throughput, check_resume_compatible, check_same_vocabulary,
@@ -33,7 +35,8 @@ DEFAULTS = dict(
     out_dir='out',
     dataset='shakespeare_char',     # data/<dataset>/ made by prepare.py
     data_dir='data',
-    init_from='scratch',            # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    init_from='scratch',            # 'scratch', 'resume' (from out_dir/ckpt.pt), or pretrained GPT-2: gpt2,
+                                    # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (hf_gpt2.py)
     eval_interval=250,
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
     log_interval=10,
@@ -54,6 +57,7 @@ DEFAULTS = dict(
     emb_scale=False,
     zero_init_residual=False,
     shuffle_groups=4,
+    gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
     # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
     learning_rate=1e-3,
     max_iters=2000,
@@ -72,7 +76,7 @@ DEFAULTS = dict(
     compile='auto',                 # auto: on for CUDA, off elsewhere
     seed=1337,
 )
-CHOICES = dict(tie_mode=TIE_MODES, init_from=('scratch', 'resume'), compile=('auto', 'true', 'false'))
+CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
 
 
@@ -183,11 +187,11 @@ def make_model_config(cfg):
         raise UserError(str(e)) from None
 
 
-def build_or_resume(cfg, ckpt, device, rank, ckpt_path):
+def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
     """The model, its AdamW, the training-data generator and (iter_num, best_val_loss, fingerprint):
-    fresh from the seed, or exactly as the checkpoint left them."""
+    fresh from the seed (or GPT-2's weights), or exactly as the checkpoint left them."""
     torch.manual_seed(cfg['seed'])
-    model = GPT(make_model_config(cfg)).to(device)
+    model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
     optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
                                            device.split(':')[0])
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
@@ -282,12 +286,15 @@ def train(cfg, progress=None):
             ckpt = load_checkpoint(files.ckpt_path, device)
             check_resume_compatible(ckpt, cfg, DEFAULTS, files.ckpt_path)
             check_same_vocabulary(ckpt['meta'], meta, files.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+        pretrained = None
+        if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
+            pretrained = start_from_pretrained(cfg, DEFAULTS, meta)
         check_vocab_size(cfg, meta)
         make_model_config(cfg)
         files.prepare()
 
         model, optimizer, data_generator, (iter_num, best_val_loss, fingerprint) = \
-            build_or_resume(cfg, ckpt, device, proc.rank, files.ckpt_path)
+            build_or_resume(cfg, ckpt, pretrained, device, proc.rank, files.ckpt_path)
         files.saved_iter = iter_num if ckpt is not None else None
         ckpt = None  # free the memory
         raw_model = model

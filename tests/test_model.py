@@ -77,6 +77,18 @@ def test_shuffles_are_permutations_of_the_width(mode):
         assert out.tolist() == list(range(d // 2, d)) + list(range(d // 2))
 
 
+def test_gelu_is_exact_by_default_and_gpt2s_tanh_approximation_on_request():
+    exact, approx = make(), make(gelu_approx='tanh')  # the same seed: the same weights
+    mlp, mlp_tanh = exact.blocks[0].mlp, approx.blocks[0].mlp
+    x = torch.randn(2, 3, SMALL['n_embd'])
+    with torch.no_grad():
+        assert torch.equal(mlp(x), mlp.c_proj(torch.nn.functional.gelu(mlp.c_fc(x))))
+        assert torch.equal(mlp_tanh(x), mlp.c_proj(torch.nn.functional.gelu(mlp.c_fc(x), approximate='tanh')))
+        assert not torch.equal(mlp(x), mlp_tanh(x))
+    with pytest.raises(ValueError, match='gelu_approx'):
+        make(gelu_approx='erf')
+
+
 def test_zero_init_residual_makes_every_block_the_identity():
     model = make('tied', zero_init_residual=True)
     x = torch.randn(2, 8, SMALL['n_embd'])

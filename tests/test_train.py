@@ -114,6 +114,16 @@ def test_ddp_two_cpu_processes_end_identical_and_tied(tiny_data, tmp_path):
     assert torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
 
 
+def test_a_checkpoint_from_before_gelu_approx_resumes_with_the_exact_gelu(trained, tiny_data, tmp_path):
+    ckpt = torch.load(os.path.join(trained[0], 'ckpt.pt'), weights_only=True)
+    del ckpt['model_args']['gelu_approx']  # as written before the key existed
+    torch.save(ckpt, tmp_path / 'ckpt.pt')
+    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['gelu_approx'] == 'none'
+    run_training(tiny_data, str(tmp_path), max_iters=152, eval_interval=50, init_from='resume')
+    resumed = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert resumed['iter_num'] == 152 and resumed['model_args']['gelu_approx'] == 'none'
+
+
 def test_sample_gives_the_requested_samples_in_the_vocabulary(trained, tiny_data):
     out_dir, _ = trained
     samples = sample.generate_samples(dict(sample.DEFAULTS, out_dir=out_dir, start='ROMEO:', num_samples=4,
