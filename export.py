@@ -34,8 +34,7 @@ import torch
 
 from common import UserError, parse_config, run_cli
 from hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
-from model import GPT, GPTConfig
-from plumbing import load_checkpoint
+from plumbing import load_checkpoint, model_from_checkpoint
 
 DEFAULTS = dict(
     out_dir='out',          # the run whose ckpt.pt is exported
@@ -51,13 +50,14 @@ NOT_EXPORTABLE = dict(
 )
 
 
-def gpt2_config(args):
-    """A checkpoint's model_args -> GPT2Config keyword arguments; UserError for what GPT-2 cannot express."""
+def gpt2_config(args, untied):
+    """A checkpoint's model_args -> GPT2Config keyword arguments; UserError for what GPT-2 cannot express.
+    untied: the head is a matrix of its own (tie_mode untied, or a tied run after --untie_at)."""
     mode = args['tie_mode']
     if mode in NOT_EXPORTABLE:
         raise UserError(f"tie_mode={mode} cannot be exported to GPT-2: it adds {NOT_EXPORTABLE[mode]}, which GPT-2 "
                         f"has no place for; tied, small_init, logit_scale and untied models export")
-    if args['emb_scale'] and mode != 'untied':
+    if args['emb_scale'] and not untied:
         raise UserError(f"emb_scale=True with tie_mode={mode} cannot be exported to GPT-2: the shared matrix would "
                         f"have to be W*sqrt(d) at the input and W at the head, and GPT-2 scales neither")
     eos = 50256 if args['vocab_size'] > 50256 else None  # GPT-2's <|endoftext|>, if the vocabulary has it
@@ -65,7 +65,7 @@ def gpt2_config(args):
                 n_layer=args['n_layer'], n_head=args['n_head'], n_inner=None,
                 activation_function='gelu_new' if args['gelu_approx'] == 'tanh' else 'gelu',
                 resid_pdrop=args['dropout'], embd_pdrop=args['dropout'], attn_pdrop=args['dropout'],
-                layer_norm_epsilon=LAYER_NORM_EPS, tie_word_embeddings=mode != 'untied',
+                layer_norm_epsilon=LAYER_NORM_EPS, tie_word_embeddings=not untied,
                 bos_token_id=eos, eos_token_id=eos)
 
 
@@ -153,9 +153,9 @@ def main(argv):
         raise UserError(f"no checkpoint at {ckpt_path}; train first, or point --out_dir at a run")
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     args, meta = ckpt['model_args'], ckpt['meta']
-    hf_kwargs = gpt2_config(args)  # the modes GPT-2 cannot express stop here, before the slow import
-    model = GPT(GPTConfig(**args))
-    model.load_state_dict(ckpt['model'])
+    # the modes GPT-2 cannot express stop here, before the slow import
+    hf_kwargs = gpt2_config(args, untied=args['tie_mode'] == 'untied' or ckpt.get('head_untied', False))
+    model = model_from_checkpoint(ckpt)
     del ckpt
     try:
         import transformers  # noqa: F401  (optional dependency)

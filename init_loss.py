@@ -33,7 +33,7 @@ import torch
 
 from common import UserError, parse_config, parse_modes, run_cli
 from hf_gpt2 import pretrained_meta
-from model import GPT, GPTConfig, TIE_MODES
+from model import GPT, GPTConfig, TIE_MODES, copy_probe
 from prepare import get_codec
 
 DEFAULTS = dict(
@@ -199,11 +199,10 @@ def measure_pretrained(model, ids, block_size, windows):
     totals = dict(loss=0.0, copy_prob=0.0, self_margin=0.0)
     for i in range(n):  # one window at a time: the logits of a 1024-token window are 200 MB
         logits, loss = model(x[i:i + 1], y[i:i + 1])
-        logits = logits[0].float()                               # (T, vocab)
-        self_logit = logits.gather(-1, x[i][:, None])[:, 0]      # (T,) the current token's own logit
+        probe = copy_probe(logits, x[i:i + 1], y[i:i + 1])
         totals['loss'] += loss.item()
-        totals['copy_prob'] += (self_logit - logits.logsumexp(-1)).exp().mean().item()
-        totals['self_margin'] += (self_logit - logits.mean(-1)).mean().item()
+        totals['copy_prob'] += probe['copy_prob']
+        totals['self_margin'] += probe['self_margin']
     result = {key: value / n for key, value in totals.items()}
     result.update(repeat_rate=(x == y).float().mean().item(), tokens=n * block_size)
     return result

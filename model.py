@@ -242,6 +242,15 @@ class GPT(nn.Module):
     def is_tied(self):
         return self.lm_head.weight is self.token_embedding_table.weight
 
+    def untie(self):
+        """--untie_at: from now on the head has a Parameter of its own, a copy of the shared matrix.
+        The logits do not change at this moment; the two copies learn apart from here on (the GPT-2
+        speed-run record of December 2025 unties at 2/3 of training). Returns the new Parameter."""
+        if not self.is_tied:
+            raise ValueError(f"tie_mode={self.config.tie_mode!r}: the head is not tied, so it cannot be untied")
+        self.lm_head.weight = nn.Parameter(self.token_embedding_table.weight.detach().clone())
+        return self.lm_head.weight
+
     def head(self, h):
         """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size).
 
@@ -414,3 +423,18 @@ class GPT(nn.Module):
                     source = source[:block_size]                         # (n_positions, C) -> (block_size, C)
                 param.copy_(source)
         return model
+
+
+def copy_probe(logits, idx, targets):
+    """How much of a copying machine the model is on one batch (DESIGN.md: at init a tied model
+    predicts "the next token is this token"). logits (B, T, n) for inputs idx (B, T) and next
+    tokens targets (B, T). Returns the means over positions of
+        copy_prob    the probability given to the current token, softmax(z)_i;
+        repeat_rate  how often the next token really is the current one (what a perfect model gives it);
+        self_margin  the current token's logit minus the mean logit, z_i - mean_k z_k (~ d*sigma at init
+                     for plain tying with identity blocks, the self term of (*))."""
+    logits = logits.float()
+    self_logit = logits.gather(-1, idx[..., None])[..., 0]                        # (B, T)
+    return dict(copy_prob=(self_logit - logits.logsumexp(-1)).exp().mean().item(),
+                repeat_rate=(targets == idx).float().mean().item(),
+                self_margin=(self_logit - logits.mean(-1)).mean().item())

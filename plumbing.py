@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 import torch
 
 from common import UserError, atomic_torch_save, atomic_write_bytes, pick_device, remove_stale_temps
+from model import GPT, GPTConfig
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
@@ -32,7 +33,7 @@ LEGACY_MODEL_ARGS = dict(gelu_approx='none')
 # What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
-                  'data_fingerprint')
+                  'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
 
 
 # ---------------------------------------------------------------- the run's files
@@ -99,7 +100,17 @@ def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_ge
                 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         'data_fingerprint': fingerprint,
         'meta': meta,                              # the tokenizer, so sample.py needs no data folder
+        'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has run
     }
+
+
+def model_from_checkpoint(ckpt):
+    """The trained model of a checkpoint (on the CPU; .to() it), tied or untied as it was saved."""
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    if ckpt.get('head_untied'):  # after --untie_at the file holds two matrices: load each into its own
+        model.untie()
+    model.load_state_dict(ckpt['model'])
+    return model
 
 
 def read_metrics(path):

@@ -15,9 +15,9 @@ import torch
 
 from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
 from hf_gpt2 import pretrained_meta
-from model import GPT, GPTConfig
+from model import GPT
 from prepare import get_codec
-from plumbing import load_checkpoint
+from plumbing import load_checkpoint, model_from_checkpoint
 
 DEFAULTS = dict(
     init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
@@ -70,8 +70,7 @@ def generate_samples(cfg):
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
 
     if cfg['init_from'] == 'resume':
-        model = GPT(GPTConfig(**ckpt['model_args']))
-        model.load_state_dict(ckpt['model'])
+        model = model_from_checkpoint(ckpt)
     else:
         model = GPT.from_pretrained(cfg['init_from'])  # hf_gpt2.py: a hub name or a transformers folder
     model.to(device).eval()

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from common import UserError, autocast_context, parse_config, pick_compile, pick_dtype, run_cli
 from hf_gpt2 import start_from_pretrained
-from model import GPT, GPTConfig, TIE_MODES
+from model import GPT, GPTConfig, TIE_MODES, copy_probe
 from prepare import load_meta
 from plumbing import (MODEL_KEYS, RunFiles, Throughput, check_resume_compatible, check_same_vocabulary,
                       checkpoint_state, ctrl_c_saves, gpu_peak_flops, load_checkpoint, process_group)
@@ -58,6 +58,8 @@ DEFAULTS = dict(
     zero_init_residual=False,
     shuffle_groups=4,
     gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
+    untie_at=None,                  # a fraction of max_iters, e.g. 0.667: tied until then, untied after
+                                    # (tie_mode tied or small_init; the GPT-2 speed-run record unties at 2/3)
     # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
     learning_rate=1e-3,
     max_iters=2000,
@@ -77,6 +79,7 @@ DEFAULTS = dict(
     seed=1337,
 )
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
+UNTIE_MODES = ('tied', 'small_init')  # the modes --untie_at accepts: a plain shared matrix, nothing in between
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
 
 
@@ -102,7 +105,19 @@ def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
         raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
     if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
         raise UserError(f"--lr_decay_iters must be a positive integer or None, got {cfg['lr_decay_iters']!r}")
+    untie_at = cfg.get('untie_at')
+    if untie_at is not None and (isinstance(untie_at, bool) or not isinstance(untie_at, (int, float))
+                                 or not 0 < untie_at < 1):
+        raise UserError(f"--untie_at must be a fraction of max_iters strictly between 0 and 1 (e.g. 0.667), "
+                        f"or None, got {untie_at!r}")
     return cfg
+
+
+def check_untie_at(cfg):
+    """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
+    if cfg['untie_at'] is not None and cfg['tie_mode'] not in UNTIE_MODES:
+        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(UNTIE_MODES)}, "
+                        f"got --tie_mode={cfg['tie_mode']}")
 
 
 def get_lr(it, cfg):
@@ -161,20 +176,26 @@ def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
 @torch.no_grad()
 def estimate_loss(model, splits, cfg, ctx, device):
     """Mean loss on each split over the same eval_iters batches every time, so curves (and tie
-    modes) are compared on identical data and an evaluation never disturbs the training RNG."""
+    modes) are compared on identical data and an evaluation never disturbs the training RNG.
+    On the validation batches also the copy probe (model.copy_probe): copy_prob, repeat_rate and
+    self_margin, from the logits the loss needs anyway."""
     model.eval()
-    losses = {}
+    losses, probe = {}, dict(copy_prob=0.0, repeat_rate=0.0, self_margin=0.0)
     for split, tokens in splits.items():
         generator = torch.Generator().manual_seed(cfg['seed'] + EVAL_SEED_OFFSET)
         total = 0.0
         for _ in range(cfg['eval_iters']):
             x, y, _ = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
+            x, y = x.to(device), y.to(device)
             with ctx:
-                _, loss = model(x.to(device), y.to(device))
+                logits, loss = model(x, y)
             total += loss.item()
+            if split == 'val':
+                for key, value in copy_probe(logits, x, y).items():
+                    probe[key] += value / cfg['eval_iters']
         losses[split] = total / cfg['eval_iters']
     model.train()
-    return losses
+    return losses, probe
 
 
 # ---------------------------------------------------------------- the model and its optimizer
@@ -192,6 +213,8 @@ def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
     fresh from the seed (or GPT-2's weights), or exactly as the checkpoint left them."""
     torch.manual_seed(cfg['seed'])
     model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
+    if ckpt is not None and ckpt.get('head_untied'):  # saved after --untie_at: two matrices to load
+        model.untie()
     optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
                                            device.split(':')[0])
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
@@ -227,9 +250,10 @@ def compile_failure(e):
     return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
-def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False):
+def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward,
-    backward, clip, AdamW. Returns the last micro-batch's loss as a tensor (no host sync).
+    backward, clip, AdamW. Returns the last micro-batch's loss and the gradient norm before
+    clipping (None where neither clipping nor measure_norm asked for it), as tensors (no host sync).
     With check_finite, a non-finite loss raises NonFiniteLoss before the step, so no NaN reaches
     the weights. bench.py times this function, so the benchmark measures what training runs."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
@@ -241,13 +265,36 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
     loss = loss.detach()
     if check_finite and not math.isfinite(value := loss.item()):
         raise NonFiniteLoss(value)
-    if grad_clip > 0:
+    grad_norm = None
+    if grad_clip > 0 or measure_norm:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        # clip_grad_norm_ returns the norm it found; with max_norm=inf it only measures it
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else math.inf)
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return loss
+    return loss, grad_norm
+
+
+def untie_head(raw_model, optimizer):
+    """--untie_at: the head gets its own copy of the shared matrix (model.untie), and its AdamW state
+    a copy of the shared matrix's (both moments and the step), so neither the logits nor the size of
+    the next update jump. The copy joins the decayed group, where an untied model keeps its head."""
+    shared = raw_model.token_embedding_table.weight
+    head = raw_model.untie()
+    optimizer.param_groups[0]['params'].append(head)
+    if shared in optimizer.state:
+        optimizer.state[head] = {key: value.clone() for key, value in optimizer.state[shared].items()}
+
+
+def wrap(raw_model, use_compile, proc):
+    """The model the training step calls: compiled and/or DDP-wrapped. Built again after an untie,
+    since DDP fixes its list of parameters (and its gradient buckets) when it wraps."""
+    model = torch.compile(raw_model) if use_compile else raw_model
+    if proc.ddp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[proc.local_rank] if proc.device.startswith('cuda') else None)
+    return model
 
 
 def non_finite_error(what, value, iter_num, cfg, dtype, files):
@@ -290,6 +337,7 @@ def train(cfg, progress=None):
         if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
             pretrained = start_from_pretrained(cfg, DEFAULTS, meta)
         check_vocab_size(cfg, meta)
+        check_untie_at(cfg)
         make_model_config(cfg)
         files.prepare()
 
@@ -297,12 +345,8 @@ def train(cfg, progress=None):
             build_or_resume(cfg, ckpt, pretrained, device, proc.rank, files.ckpt_path)
         files.saved_iter = iter_num if ckpt is not None else None
         ckpt = None  # free the memory
-        raw_model = model
-        if use_compile:
-            model = torch.compile(model)
-        if proc.ddp:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            model = DDP(model, device_ids=[proc.local_rank] if device.startswith('cuda') else None)
+        raw_model, model = model, wrap(model, use_compile, proc)
+        untie_iter = round(cfg['untie_at'] * cfg['max_iters']) if cfg['untie_at'] is not None else None
         scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(dtype == 'float16'))
         accum_steps = cfg['gradient_accumulation_steps'] // proc.world_size
         tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
@@ -326,8 +370,9 @@ def train(cfg, progress=None):
                 row = {}
                 if master and (iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters']):
                     with speed.paused():
-                        losses = estimate_loss(raw_model, splits, cfg, ctx, device)
-                    row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}")
+                        losses, probe = estimate_loss(raw_model, splits, cfg, ctx, device)
+                    row.update(train_loss=f"{losses['train']:.4f}", val_loss=f"{losses['val']:.4f}",
+                               **{key: f"{value:.4g}" for key, value in probe.items()})
                     bad = [v for v in losses.values() if not math.isfinite(v)]
                     if bad:  # the weights are already broken: never save them
                         raise non_finite_error('evaluation loss', bad[0], iter_num, cfg, dtype, files)
@@ -339,6 +384,10 @@ def train(cfg, progress=None):
                         files.log(row, iter_num, lr, speed.last, speed.elapsed(), fingerprint)
                     break
 
+                if iter_num == untie_iter and raw_model.is_tied:  # --untie_at: two matrices from here on
+                    untie_head(raw_model, optimizer)
+                    model = wrap(raw_model, use_compile, proc)
+
                 # one optimizer step over the micro-batches of gradient accumulation
                 batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, data_generator, device,
                                                     fingerprint)
@@ -347,8 +396,9 @@ def train(cfg, progress=None):
                 # logging there; on a GPU the check of the evaluation losses is what keeps broken weights
                 # out of a checkpoint.
                 try:
-                    step_loss = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
-                                              check_finite=device == 'cpu' or logging_now)
+                    step_loss, grad_norm = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
+                                                         check_finite=device == 'cpu' or logging_now,
+                                                         measure_norm=logging_now or bool(row))
                 except NonFiniteLoss as e:
                     raise non_finite_error('loss', e.value, iter_num, cfg, dtype, files) from None
                 except Exception as e:  # the first compiled step builds the kernels: a failure there is one line
@@ -360,7 +410,7 @@ def train(cfg, progress=None):
                 # log: a row of metrics.csv and the progress bar
                 if master and (logging_now or row):
                     tokens_per_sec = speed.tick()
-                    row['step_loss'] = f"{step_loss.item():.4f}"
+                    row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}")
                     files.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
                     postfix = dict(loss=row['step_loss'], lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
                     if last:
