@@ -1,0 +1,211 @@
+"""The mechanism made visible: the copy probe in metrics.csv, and --untie_at (tied first, then a
+head of its own) with its logits, parameters, optimizer state, resume, DDP and compile."""
+
+import csv
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import train
+from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
+from model import GPT, GPTConfig
+
+# train.py's default char shape with a large sigma = 1/sqrt(d) and identity blocks: the self term of
+# (*) is d*sigma*s/sqrt(s^2 + 1) = 11.27 with s = sqrt(d) (emb_scale), far above log n.
+PROBE_SHAPE = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, zero_init_residual=True,
+                   emb_scale=True, init_std=0.0884, eval_iters=4)
+
+
+def run_training(data_dir, out_dir, **overrides):
+    return train.train(train.parse_train_args(tiny_train_args(data_dir, out_dir, **overrides)))
+
+
+def read_metrics(out_dir):
+    with open(os.path.join(out_dir, 'metrics.csv'), newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def initial_probe(tiny_data, out_dir, mode):
+    run_training(tiny_data, out_dir, max_iters=0, tie_mode=mode, **PROBE_SHAPE)
+    row = read_metrics(out_dir)[0]
+    assert row['iter'] == '0'
+    return {key: float(row[key]) for key in ('copy_prob', 'repeat_rate', 'self_margin', 'val_loss')}
+
+
+def test_at_init_a_tied_model_copies_and_a_shuffled_one_does_not(tiny_data, tmp_path):
+    vocab_size = 53  # the tiny corpus's characters
+    tied = initial_probe(tiny_data, str(tmp_path / 'tied'), 'tied')
+    shuffle = initial_probe(tiny_data, str(tmp_path / 'shuffle'), 'shuffle')
+    d, sigma = 128, 0.0884
+    s = math.sqrt(d)
+    self_term = d * sigma * s / math.sqrt(s ** 2 + 1)
+    assert tied['copy_prob'] > 0.95                                 # "the next token is this token"
+    assert tied['self_margin'] == pytest.approx(self_term, rel=0.05)  # 10.97 against 11.27
+    assert tied['val_loss'] > 2 * math.log(vocab_size)
+    assert shuffle['copy_prob'] < 3 / vocab_size                    # about 1/n: no self term
+    assert abs(shuffle['self_margin']) < 1.0
+    # the same fixed validation batches, so the same real repeat rate, and it is what the data says
+    assert tied['repeat_rate'] == shuffle['repeat_rate']
+    splits, _ = train.load_splits(dict(train.DEFAULTS, data_dir=tiny_data, dataset='tiny', **PROBE_SHAPE))
+    generator = torch.Generator().manual_seed(train.DEFAULTS['seed'] + train.EVAL_SEED_OFFSET)
+    rates = []
+    for _ in range(PROBE_SHAPE['eval_iters']):
+        x, y, _ = train.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)
+        rates.append((x == y).float().mean().item())
+    assert tied['repeat_rate'] == pytest.approx(sum(rates) / len(rates), abs=1e-4)
+
+
+def test_grad_norm_is_logged_at_every_step_row_even_without_clipping(tiny_data, tmp_path):
+    for clip in (1.0, 0.0):
+        out_dir = str(tmp_path / f'clip{clip}')
+        run_training(tiny_data, out_dir, max_iters=20, grad_clip=clip)
+        rows = read_metrics(out_dir)
+        steps = [r for r in rows if r['step_loss']]
+        assert len(steps) == 4 and all(0 < float(r['grad_norm']) < 100 for r in steps)
+        assert rows[-1]['grad_norm'] == '' and rows[-1]['copy_prob'] != ''  # the final evaluation: no step
+    # Clipping changes the weights, never the norm measured before it: the first step's norm is the same.
+    assert read_metrics(str(tmp_path / 'clip1.0'))[0]['grad_norm'] == read_metrics(str(tmp_path / 'clip0.0'))[0]['grad_norm']
+
+
+# ---------------------------------------------------------------- --untie_at
+
+def test_untie_keeps_the_logits_and_adds_n_times_d_parameters():
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='tied')
+    model = GPT(config)
+    idx = torch.randint(50, (2, 16))
+    before, _ = model(idx)
+    params = model.num_params()
+    head = model.untie()
+    after, _ = model(idx)
+    assert torch.equal(before, after)
+    assert not model.is_tied and head is model.lm_head.weight
+    assert head.data_ptr() != model.token_embedding_table.weight.data_ptr()
+    assert model.num_params() - params == 50 * 32
+    assert sum(model.param_breakdown().values()) == model.num_params()
+    with pytest.raises(ValueError, match='not tied'):
+        model.untie()
+    with pytest.raises(ValueError, match='not tied'):
+        GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='untied')).untie()
+
+
+def test_untie_copies_the_adamw_state_of_the_shared_matrix():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='tied'))
+    optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu')
+    for _ in range(3):
+        _, loss = model(torch.randint(50, (2, 16)), torch.randint(50, (2, 16)))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    shared = model.token_embedding_table.weight
+    train.untie_head(model, optimizer)
+    head = model.lm_head.weight
+    assert any(p is head for p in optimizer.param_groups[0]['params']) and optimizer.param_groups[0]['weight_decay'] == 0.1
+    assert set(optimizer.state[head]) == set(optimizer.state[shared]) == {'step', 'exp_avg', 'exp_avg_sq'}
+    for key, value in optimizer.state[shared].items():
+        assert torch.equal(optimizer.state[head][key], value)
+        assert optimizer.state[head][key].data_ptr() != value.data_ptr()  # a copy, not the same moments
+
+
+UNTIE = dict(lr_decay_iters=20, eval_interval=4, dropout=0.1, max_iters=20, untie_at=0.5)  # untie at 10
+
+
+def test_untie_at_does_not_jump_and_the_matrices_drift_apart(tiny_data, tmp_path):
+    tied = run_training(tiny_data, str(tmp_path / 'tied'), **dict(UNTIE, untie_at=None, log_interval=1))
+    untied = run_training(tiny_data, str(tmp_path / 'untie'), **dict(UNTIE, log_interval=1))
+    tied_rows, untied_rows = read_metrics(str(tmp_path / 'tied')), read_metrics(str(tmp_path / 'untie'))
+    # Identical up to the step of iteration 10, whose forward runs on the just-untied copies: same loss.
+    assert [r['step_loss'] for r in tied_rows[:11]] == [r['step_loss'] for r in untied_rows[:11]]
+    # then two matrices learn apart (at 4 decimals the first steps after it may still print alike)
+    assert [r['step_loss'] for r in tied_rows[11:20]] != [r['step_loss'] for r in untied_rows[11:20]]
+    assert tied['val_loss'] != untied['val_loss']
+    model = untied['model']
+    assert tied['model'].is_tied and not model.is_tied
+    assert untied['params'] - tied['params'] == 53 * 32
+    assert not torch.equal(model.lm_head.weight, model.token_embedding_table.weight)
+    ckpt = torch.load(str(tmp_path / 'untie' / 'ckpt.pt'), weights_only=True)
+    assert ckpt['head_untied'] and not torch.equal(ckpt['model']['lm_head.weight'],
+                                                    ckpt['model']['token_embedding_table.weight'])
+
+
+@pytest.mark.parametrize('first_half', [dict(max_iters=8, untie_at=0.95),     # checkpoint at 8, before the untie
+                                        dict(max_iters=12, untie_at=10 / 12)],  # untied at 10, checkpoint at 12
+                         ids=['checkpoint-before-untie', 'checkpoint-after-untie'])
+def test_resume_across_the_untie_is_exact(first_half, tiny_data, tmp_path):
+    straight = run_training(tiny_data, str(tmp_path / 'a'), **UNTIE)
+    run_training(tiny_data, str(tmp_path / 'b'), **dict(UNTIE, **first_half))
+    resumed = run_training(tiny_data, str(tmp_path / 'b'), init_from='resume', **UNTIE)
+    assert resumed['data_fingerprint'] == straight['data_fingerprint']
+    assert not resumed['model'].is_tied
+    for name, value in straight['model'].state_dict().items():
+        assert torch.equal(resumed['model'].state_dict()[name], value), name
+
+
+def test_sample_reads_an_untied_checkpoint(tiny_data, tmp_path):
+    import sample
+    out_dir = str(tmp_path)
+    summary = run_training(tiny_data, out_dir, **UNTIE)
+    model = train.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'), 'cpu')
+    from plumbing import model_from_checkpoint
+    loaded = model_from_checkpoint(model)
+    for name, value in summary['model'].state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+    texts = sample.generate_samples(dict(sample.DEFAULTS, out_dir=out_dir, num_samples=2, max_new_tokens=10,
+                                         device='cpu', dtype='float32'))
+    assert len(texts) == 2
+
+
+@pytest.mark.parametrize('args, culprit', [
+    (['--untie_at=0.5', '--tie_mode=shuffle'], '--tie_mode=shuffle'),
+    (['--untie_at=1.5'], 'got 1.5'),
+    (['--untie_at=0'], 'got 0'),
+    (['--untie_at=two-thirds'], "got 'two-thirds'"),
+    (['--untie_at=True'], 'got True'),
+])
+def test_bad_untie_at_is_one_line(args, culprit, tiny_data, tmp_path):
+    result = run('train.py', f'--data_dir={tiny_data}', '--dataset=tiny', f'--out_dir={tmp_path}/out', *args)
+    line = assert_one_line_error(result, '--untie_at', culprit)
+    assert not os.path.exists(tmp_path / 'out') or 'tie_mode' not in line
+
+
+def test_untie_at_under_ddp_keeps_the_ranks_identical(tiny_data, tmp_path):
+    script = tmp_path / 'ddp_run.py'
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, torch
+        sys.path.insert(0, {REPO_ROOT!r})
+        import train
+        summary = train.train(train.parse_train_args(sys.argv[1:]))
+        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{os.environ['RANK']}}.pt"))
+    """))
+    args = tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=8, eval_interval=4, untie_at=0.5,
+                           gradient_accumulation_steps=2)
+    result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                             str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                            env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rank0 = torch.load(tmp_path / 'rank0.pt', weights_only=True)
+    rank1 = torch.load(tmp_path / 'rank1.pt', weights_only=True)
+    for name in rank0:
+        assert torch.equal(rank0[name], rank1[name]), name
+    # untied at 4, then 4 steps apart: the head's gradient was all-reduced too, or the ranks would differ
+    assert rank0['lm_head.weight'].data_ptr() != rank0['token_embedding_table.weight'].data_ptr()
+    assert not torch.equal(rank0['lm_head.weight'], rank0['token_embedding_table.weight'])
+    ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
+    assert ckpt['head_untied'] and torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
+
+
+@pytest.mark.slow
+def test_untie_at_with_compile_trains_like_eager(tiny_data, tmp_path):
+    settings = dict(UNTIE, dropout=0.0)  # compiled dropout draws its masks from another generator
+    eager = run_training(tiny_data, str(tmp_path / 'eager'), **settings)
+    compiled = run_training(tiny_data, str(tmp_path / 'compiled'), compile='true', **settings)
+    assert not compiled['model'].is_tied
+    # A compiled graph that kept reading the old shared matrix as the head would train another model.
+    for name, value in eager['model'].state_dict().items():
+        assert torch.allclose(compiled['model'].state_dict()[name], value, atol=1e-4), name
