@@ -30,7 +30,7 @@ import torch
 from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, parse_config, pick_compile,
                     pick_device, pick_dtype, remove_stale_temps, run_cli)
 from model import GPT, GPTConfig, TIE_MODES
-from prepare import load_meta
+from prepare import check_token_ids, load_meta
 
 DEFAULTS = dict(
     # I/O
@@ -134,6 +134,7 @@ def load_splits(cfg):
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
+        check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError deep in the model otherwise
         if len(tokens) <= cfg['block_size']:
             raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
                             f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")

@@ -7,6 +7,7 @@ docs/robustness.md lists each case, what the user sees, and the test that covers
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -111,6 +112,20 @@ BAD_INPUTS = {
                                   ['{data}/tiny/val.bin has', 'fewer than one context window', '--block_size=5000']),
     'vocab_size_below_data': ('train.py', ['--vocab_size=10'],
                               ['--vocab_size=10 is smaller than the vocabulary of the prepared data (53']),
+    # Data that disagrees with its meta.json (see BROKEN_DATA).
+    'stale_meta_vocab_size': ('train.py', ['--data_dir={tmp}/stale_meta'],
+                              ['{tmp}/stale_meta/tiny/train.bin holds token id 52 but '
+                               '{tmp}/stale_meta/tiny/meta.json gives vocab_size=40 (ids 0 to 39)',
+                               're-create both with: python prepare.py --input=FILE --dataset=tiny '
+                               '--out_dir={tmp}/stale_meta']),
+    'bin_not_whole_tokens': ('train.py', ['--data_dir={tmp}/odd_bin'],
+                             ['{tmp}/odd_bin/tiny/train.bin does not match meta.json', 'not a whole number of uint16 '
+                              'tokens', 're-create both with: python prepare.py']),
+    'meta_dtype_not_unsigned': ('train.py', ['--data_dir={tmp}/float_dtype'],
+                                ["{tmp}/float_dtype/tiny/meta.json gives dtype='float16'; it must be an unsigned "
+                                 "integer type", 're-create it with: python prepare.py']),
+    'meta_chars_disagree': ('train.py', ['--data_dir={tmp}/chars_mismatch'],
+                            ['meta.json gives vocab_size=40 but chars has 53 entries']),
     'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}',
                                              '--dataset=other'],
                                 ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
@@ -140,6 +155,16 @@ BAD_INPUTS = {
 }
 
 
+# Copies of the tiny dataset, each with one inconsistency: name -> edit(folder, meta), meta.json then rewritten.
+BROKEN_DATA = {
+    # A meta.json that is consistent in itself (vocab_size and chars agree) but not with the bins.
+    'stale_meta': lambda folder, meta: meta.update(vocab_size=40, chars=meta['chars'][:40]),
+    'odd_bin': lambda folder, meta: open(folder / 'train.bin', 'ab').write(b'\0'),  # half a uint16 more
+    'float_dtype': lambda folder, meta: meta.update(dtype='float16'),
+    'chars_mismatch': lambda folder, meta: meta.update(vocab_size=40),
+}
+
+
 @pytest.fixture(scope='module')
 def bad_input_results(tiny_data, trained, tmp_path_factory):
     """Run every case of BAD_INPUTS once, two at a time (each pays for importing torch)."""
@@ -155,6 +180,12 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
     for name, data in [('truncated', good[:len(good) // 2]), ('garbage', random.Random(0).randbytes(5000))]:
         (tmp / name).mkdir()
         (tmp / name / 'ckpt.pt').write_bytes(data)
+    for name, edit in BROKEN_DATA.items():
+        folder = tmp / name / 'tiny'
+        shutil.copytree(os.path.join(tiny_data, 'tiny'), folder)
+        meta = json.loads((folder / 'meta.json').read_text(encoding='utf-8'))
+        edit(folder, meta)
+        (folder / 'meta.json').write_text(json.dumps(meta), encoding='utf-8')
     (tmp / 'weights_only').mkdir()
     torch.save(load_and_build(os.path.join(trained, 'ckpt.pt'))['model'], tmp / 'weights_only' / 'ckpt.pt')
 
