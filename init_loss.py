@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from common import UserError, parse_config, parse_modes, run_cli
-from model import GPT, GPTConfig, TIE_MODES
+from common import UserError, memory_shortfall, out_of_memory_is_user_error, parse_config, parse_modes, run_cli
+from model import GPT, GPTConfig, TIE_MODES, memory_floor
 
 DEFAULTS = dict(
     vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
@@ -98,6 +98,18 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu'):
     return result
 
 
+def memory_advice(args):
+    return (f"--batch_size={args['batch_size']}, --block_size={args['block_size']}, --vocab_size={args['vocab_size']}, "
+            f"--n_embd={args['n_embd']}, --n_layer={args['n_layer']}; use smaller values")
+
+
+def check_memory(cfg, args):
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see train.check_memory)."""
+    short = memory_shortfall(memory_floor(cfg, args['batch_size'], 'float32', training=False), args['device'])
+    if short:
+        raise UserError(f"measuring needs {short}, with {memory_advice(args)}")
+
+
 def main(argv):
     args = parse_config(DEFAULTS, argv)
     modes = parse_modes(args['modes'], 'modes', TIE_MODES)
@@ -123,8 +135,10 @@ def main(argv):
                                 **{k: args[k] for k in model_keys})
             except ValueError as e:
                 raise UserError(str(e)) from None
-            for emb_scale, (measured, spread) in measure_initial_losses(cfg, args['seeds'], args['batch_size'],
-                                                                        args['device']).items():
+            check_memory(cfg, args)
+            with out_of_memory_is_user_error(lambda: memory_advice(args)):
+                losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'])
+            for emb_scale, (measured, spread) in losses.items():
                 cfg.emb_scale = emb_scale
                 rows[emb_scale].append((mode, measured, spread, predicted_initial_loss(cfg)))
         for emb_scale, mode_rows in rows.items():

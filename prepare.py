@@ -29,7 +29,8 @@ import urllib.request
 
 import numpy as np
 
-from common import UserError, atomic_path, atomic_write_bytes, parse_config, remove_stale_temps, run_cli
+from common import (UserError, atomic_path, atomic_write_bytes, out_of_memory_reason, parse_config, remove_stale_temps,
+                    run_cli)
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -392,6 +393,11 @@ def main(argv):
     except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
         where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
         raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
+    except MemoryError as e:  # the whole text and its ids are held in memory
+        what = f"--input={config['input']}" if config['input'] else "the default corpus"
+        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: prepare.py holds the whole "
+                        f"text and its token ids in memory at once; use a smaller file or a machine with more "
+                        f"memory") from None
 
     print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}, dtype {meta['dtype']}")
     print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")

@@ -12,7 +12,8 @@ import os
 
 import torch
 
-from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
+from common import (UserError, autocast_context, out_of_memory_is_user_error, parse_config, pick_device, pick_dtype,
+                    run_cli)
 from model import GPT, GPTConfig
 from prepare import get_codec
 from train import load_checkpoint
@@ -62,14 +63,18 @@ def generate_samples(cfg):
     encode, decode = get_codec(ckpt['meta'])
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
 
-    model = GPT(GPTConfig(**ckpt['model_args']))
-    model.load_state_dict(ckpt['model'])
-    model.to(device).eval()
-    torch.manual_seed(cfg['seed'])
-    ctx = autocast_context(device, dtype)  # generate() already runs without gradients
-    x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
-    with ctx:
-        out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'], top_k=cfg['top_k'] or None)
+    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
+              f"smaller values")
+    with out_of_memory_is_user_error(advice):
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        model.load_state_dict(ckpt['model'])
+        model.to(device).eval()
+        torch.manual_seed(cfg['seed'])
+        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
+        x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
+        with ctx:
+            out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'],
+                                 top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 

@@ -27,9 +27,10 @@ from contextlib import nullcontext, suppress
 import numpy as np
 import torch
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, parse_config, pick_compile,
-                    pick_device, pick_dtype, remove_stale_temps, run_cli)
-from model import GPT, GPTConfig, TIE_MODES
+from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, memory_shortfall,
+                    out_of_memory_is_user_error, out_of_memory_reason, parse_config, pick_compile, pick_device,
+                    pick_dtype, remove_stale_temps, run_cli)
+from model import GPT, GPTConfig, TIE_MODES, memory_floor
 from prepare import check_token_ids, load_meta
 
 DEFAULTS = dict(
@@ -131,14 +132,18 @@ def load_splits(cfg):
         path = os.path.join(data_dir, f'{split}.bin')
         try:
             tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
+            check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError in the model otherwise
+            if len(tokens) <= cfg['block_size']:
+                raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
+                                f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
+            splits[split] = torch.from_numpy(tokens.astype(np.int64))
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
-        check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError deep in the model otherwise
-        if len(tokens) <= cfg['block_size']:
-            raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
-                            f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
-        splits[split] = torch.from_numpy(tokens.astype(np.int64))
+        except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds the "
+                            f"prepared data in memory, 8 bytes a token; use less data or a machine with more "
+                            f"memory") from None
     return splits, meta
 
 
@@ -180,6 +185,9 @@ def load_checkpoint(path, device):
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
         missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
     except Exception as e:
+        if out_of_memory_reason(e):  # a sound checkpoint, onto a device that is full
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {path} onto {device}; free memory "
+                            f"on {device}, or load it elsewhere (sample.py --device=cpu)") from None
         # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
         # the first sentence of torch's message is the useful part, the rest is about other cases.
         reason = str(e).strip().split('\n')[0].split('. ')[0]
@@ -227,6 +235,35 @@ def make_model_config(cfg):
         raise UserError(str(e)) from None
 
 
+def batch_memory_advice(cfg):
+    """What to change when a training step does not fit in memory, with the values now."""
+    return (f"--batch_size={cfg['batch_size']}, --block_size={cfg['block_size']}, --gradient_accumulation_steps="
+            f"{cfg['gradient_accumulation_steps']}; use a smaller --batch_size or --block_size (a larger "
+            f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
+
+
+def model_memory_advice(cfg, device):
+    """What to change when the model itself does not fit in memory."""
+    return (f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) on "
+            f"{device}; use a smaller --n_layer or --n_embd, or free memory on {device}")
+
+
+def check_memory(model_config, cfg, device, dtype):
+    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
+    (model.memory_floor, a lower bound on one step's memory, against all the memory the device has).
+    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
+    kernel's OOM killer ends the process without a word. A run let through here may still run out of
+    memory; the training loop then says so in one line too."""
+    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
+    if short:
+        raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
+                        f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
+                        f"or --n_embd")
+    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
+    if short:
+        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
+
+
 def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
     return {
         'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
@@ -243,25 +280,47 @@ def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_ge
 
 
 def open_metrics(out_dir, resume_from):
-    """metrics.csv for appending. On resume, rows logged after the checkpoint are dropped first,
-    since those iterations are about to be trained again."""
-    path = os.path.join(out_dir, 'metrics.csv')
-    rows = []
-    if resume_from is not None and os.path.exists(path):
-        with open(path, newline='') as f:
-            rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
-    writer.writeheader()
-    writer.writerows(rows)
-    try:
+    """metrics.csv for appending, as the (file, writer) pair that write_row takes; one MetricsLog is both."""
+    log = MetricsLog(os.path.join(out_dir, 'metrics.csv'), resume_from)
+    return log, log
+
+
+class MetricsLog:
+    """metrics.csv, started on the first row written. On resume, rows logged after the checkpoint are
+    dropped then, since those iterations are being trained again. Until that first row (after the
+    first training step) the file is left as it was, so a run that stops before it, out of memory say,
+    loses no row of the run before."""
+
+    def __init__(self, path, resume_from):
+        self.path, self.resume_from, self.file, self.writer = path, resume_from, None, None
+
+    def writerow(self, row):
+        if self.writer is None:
+            self._start()
+        self.writer.writerow(row)
+
+    def _start(self):
+        rows = []
+        if self.resume_from is not None and os.path.exists(self.path):
+            with open(self.path, newline='') as f:
+                rows = [r for r in csv.DictReader(f)
+                        if r.get('iter', '').isdigit() and int(r['iter']) < self.resume_from]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
         # Atomically: a kill at this moment must not lose the rows of the run so far.
-        atomic_write_bytes(path, text.getvalue().encode())
-        f = open(path, 'a', newline='')
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}; free some space or choose another "
-                        f"--out_dir") from None
-    return f, csv.DictWriter(f, fieldnames=METRICS_FIELDS)
+        atomic_write_bytes(self.path, text.getvalue().encode())
+        self.file = open(self.path, 'a', newline='')
+        self.writer = csv.DictWriter(self.file, fieldnames=METRICS_FIELDS)
+
+    def flush(self):
+        if self.file:
+            self.file.flush()
+
+    def close(self):
+        if self.file:
+            self.file.close()
 
 
 def check_writable(out_dir):
@@ -359,15 +418,17 @@ def train(cfg, progress=None):
                         f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
                         f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
     model_config = make_model_config(cfg)
+    check_memory(model_config, cfg, device, dtype)
     if master:
         check_writable(cfg['out_dir'])
         for name in ('ckpt.pt', 'metrics.csv'):  # partial files of runs killed while saving
             remove_stale_temps(os.path.join(cfg['out_dir'], name))
 
     torch.manual_seed(cfg['seed'])
-    model = GPT(model_config).to(device)
-    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
-                                           device_type)
+    with out_of_memory_is_user_error(lambda: 'building ' + model_memory_advice(cfg, device)):
+        model = GPT(model_config).to(device)
+        optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
+                                               device_type)
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
     # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
     data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
@@ -378,6 +439,9 @@ def train(cfg, progress=None):
             model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
             optimizer.load_state_dict(ckpt['optimizer'])
         except (RuntimeError, ValueError, KeyError) as e:
+            if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
+                raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {ckpt_path} into "
+                                f"{model_memory_advice(cfg, device)}") from None
             reason = str(e).strip().split('\n')[0]
             raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
                             f"it was written by another version: start a new --out_dir") from None
@@ -532,6 +596,11 @@ def train(cfg, progress=None):
         raise KeyboardInterrupt(f"stopped at once; {kept()}") from None  # a second Ctrl-C, or no handler
     except OSError as e:  # writing metrics.csv: disk full, or out_dir removed under us
         raise UserError(f"cannot write to --out_dir={cfg['out_dir']}: {e.strerror or e}; {kept()}") from None
+    except Exception as e:  # a batch too large for the device; a checkpoint is only ever replaced whole
+        if not out_of_memory_reason(e):
+            raise
+        raise UserError(f"out of memory on {device} ({out_of_memory_reason(e)}) at iteration {iter_num} with "
+                        f"{batch_memory_advice(cfg)}; {kept()}") from None
     finally:
         if handle_sigint:
             signal.signal(signal.SIGINT, previous_handler)
