@@ -463,7 +463,8 @@ def ablate(cfg, argv=()):
     device = pick_device(cfg['device'])
     for _, _, run_cfg in runs[::cfg['seeds']]:
         run_cfg = dict(run_cfg, vocab_size=run_cfg['vocab_size'] or meta['vocab_size'])
-        train.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device, pick_dtype(cfg['dtype'], device))
+        train.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
+                           pick_dtype(cfg['dtype'], device))
     os.makedirs(cfg['out_dir'], exist_ok=True)
     bar = tqdm(total=len(runs) * cfg['max_iters'], disable=not cfg['progress'], dynamic_ncols=True,
                unit='it', desc='ablation')

@@ -159,10 +159,10 @@ def main(argv):
         if cfg[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
     with out_of_memory_is_user_error(lambda: train.batch_memory_advice(cfg)):
-        bench(cfg)
+        run_bench(cfg)
 
 
-def bench(cfg):
+def run_bench(cfg):
     """Build the setting of every row, time them, print the table."""
     device = pick_device(cfg['device'])
     if cfg['vocab_size'] is None:

@@ -187,7 +187,7 @@ def load_checkpoint(path, device):
     except Exception as e:
         if out_of_memory_reason(e):  # a sound checkpoint, onto a device that is full
             raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {path} onto {device}; free memory "
-                            f"on {device}, or load it elsewhere (sample.py --device=cpu)") from None
+                            f"on {device}, or use another --device") from None
         # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
         # the first sentence of torch's message is the useful part, the rest is about other cases.
         reason = str(e).strip().split('\n')[0].split('. ')[0]
@@ -440,8 +440,8 @@ def train(cfg, progress=None):
             optimizer.load_state_dict(ckpt['optimizer'])
         except (RuntimeError, ValueError, KeyError) as e:
             if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
-                raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {ckpt_path} into "
-                                f"{model_memory_advice(cfg, device)}") from None
+                raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {ckpt_path} onto {device}; "
+                                f"free memory on {device}, or use another --device") from None
             reason = str(e).strip().split('\n')[0]
             raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
                             f"it was written by another version: start a new --out_dir") from None

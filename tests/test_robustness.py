@@ -162,7 +162,8 @@ BAD_INPUTS = {
                                     'larger --gradient_accumulation_steps keeps the tokens per iteration']),
     'model_too_large_for_memory': ('train.py', ['--n_embd=10000000', '--n_head=1'],
                                    ['the model (n_layer=1, n_embd=10000000, vocab_size=53) needs at least ',
-                                    'for its weights, gradients and AdamW state alone; use a smaller --n_layer or --n_embd']),
+                                    'for its weights, gradients and AdamW state alone; use a smaller --n_layer or '
+                                    '--n_embd']),
     'model_too_deep_for_memory': ('train.py', ['--n_layer=1000000000'],
                                   ['the model (n_layer=1000000000, n_embd=32, vocab_size=53) needs at least ']),
     'sample_too_many_samples': ('sample.py', ['--out_dir={run}', '--num_samples=10000000000000'],
@@ -593,8 +594,8 @@ def test_out_of_memory_while_reading_data_or_preparing_it_is_one_line(tiny_data,
     (tmp_path / 'book.txt').write_text('some text', encoding='utf-8')
     with pytest.raises(UserError) as info:
         prepare.main([f'--input={tmp_path / "book.txt"}', f'--out_dir={tmp_path / "data"}'])
-    assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) preparing --input={tmp_path / 'book.txt'}: "
-                               f"prepare.py holds the whole text and its token ids in memory at once; use a smaller "
+    assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) preparing --input={tmp_path / 'book.txt'}"
+                               f": prepare.py holds the whole text and its token ids in memory at once; use a smaller "
                                f"file or a machine with more memory")
 
 
