@@ -158,6 +158,8 @@ def main(argv):
     for key in ('bench_iters', 'rounds'):
         if cfg[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
+    if cfg['bench_warmup'] < 0:
+        raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
     with out_of_memory_is_user_error(lambda: train.batch_memory_advice(cfg)):
         run_bench(cfg)
 

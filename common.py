@@ -224,6 +224,13 @@ def _print_help(defaults, choices):
         print(line)
 
 
+def check_seed(seed):
+    """torch takes seeds from -2**63 to 2**64 - 1 (a larger one is a ValueError deep in a generator); train.py
+    adds small offsets to its seed, so below 2**63 leaves room."""
+    if not -2 ** 63 <= seed < 2 ** 63:
+        raise UserError(f"--seed must be an integer from -2**63 to 2**63 - 1, got {seed}")
+
+
 def parse_config(defaults, argv, choices=None):
     """
     Return a new dict: defaults, then each config file in argv, then each --key=value in argv.

@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from common import UserError, memory_shortfall, out_of_memory_is_user_error, parse_config, parse_modes, run_cli
+from common import (UserError, memory_shortfall, out_of_memory_is_user_error, parse_config, parse_modes, pick_device,
+                    run_cli)
 from model import GPT, GPTConfig, TIE_MODES, memory_floor
 
 DEFAULTS = dict(
@@ -116,6 +117,9 @@ def main(argv):
     for key in ('seeds', 'batch_size'):
         if args[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {args[key]}")
+    if args['vocab_size'] < 2:  # log(n - 1) in (*), and a loss that is 0 for any model
+        raise UserError(f"--vocab_size must be at least 2, got {args['vocab_size']}")
+    args['device'] = pick_device(args['device'])
     model_keys = ('vocab_size', 'n_embd', 'n_layer', 'n_head', 'block_size', 'init_std', 'shuffle_groups')
     log_n = math.log(args['vocab_size'])
     out = sys.stdout

@@ -131,8 +131,8 @@ class GPTConfig:
                              f"the divisors of {self.n_embd}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.init_std > 0:
-            raise ValueError(f"init_std must be positive, got {self.init_std!r}")
+        if not 0 < self.init_std < math.inf:
+            raise ValueError(f"init_std must be a positive finite number, got {self.init_std!r}")
 
 
 def memory_floor(config, batch_size, dtype, training=True):
@@ -364,7 +364,9 @@ class GPT(nn.Module):
             if temperature <= 0:
                 idx_next = logits.argmax(dim=-1, keepdim=True)
             else:
-                logits = logits / temperature
+                # Shifted so the largest logit is 0 before dividing: a tiny temperature then gives -inf
+                # (probability 0) for the rest instead of inf - inf = nan in the softmax.
+                logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
                 if top_k is not None:
                     v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                     logits[logits < v[:, [-1]]] = -float('inf')

@@ -12,8 +12,8 @@ import os
 
 import torch
 
-from common import (UserError, autocast_context, out_of_memory_is_user_error, parse_config, pick_device, pick_dtype,
-                    run_cli)
+from common import (UserError, autocast_context, check_seed, out_of_memory_is_user_error, out_of_memory_reason,
+                    parse_config, pick_device, pick_dtype, run_cli)
 from model import GPT, GPTConfig
 from prepare import get_codec
 from train import load_checkpoint
@@ -47,13 +47,30 @@ def read_prompt(start):
         raise UserError(f"--start=FILE:{path}: {e.strerror}") from None
 
 
+def build_model(ckpt, path):
+    """The model a checkpoint describes, with its weights. Settings that the weights (or this model.py) do not
+    fit, from an edited checkpoint or another version, are a UserError naming the first misfit."""
+    try:
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        model.load_state_dict(ckpt['model'])
+    except (TypeError, ValueError, RuntimeError) as e:
+        if out_of_memory_reason(e):
+            raise
+        reason = ' '.join(str(e).split()).removeprefix('Error(s) in loading state_dict for GPT: ')
+        reason = reason if len(reason) <= 200 else reason[:197] + '...'
+        raise UserError(f"checkpoint {path} does not fit the model of this model.py ({reason}); it was edited or "
+                        f"written by another version") from None
+    return model
+
+
 def generate_samples(cfg):
     """The samples as a list of strings, each the prompt followed by max_new_tokens new tokens."""
     for key in ('num_samples', 'max_new_tokens', 'top_k'):
         if cfg[key] < (1 if key == 'num_samples' else 0):
             raise UserError(f"--{key} must be {'positive' if key == 'num_samples' else 'zero or more'}, got {cfg[key]}")
-    if cfg['temperature'] < 0:
-        raise UserError(f"--temperature must be zero or more, got {cfg['temperature']}")
+    if not 0 <= cfg['temperature'] < float('inf'):  # nan fails this too
+        raise UserError(f"--temperature must be a finite number, zero or more, got {cfg['temperature']}")
+    check_seed(cfg['seed'])
     prompt = read_prompt(cfg['start'])
     if not prompt:
         raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
@@ -66,8 +83,7 @@ def generate_samples(cfg):
     advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
               f"smaller values")
     with out_of_memory_is_user_error(advice):
-        model = GPT(GPTConfig(**ckpt['model_args']))
-        model.load_state_dict(ckpt['model'])
+        model = build_model(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
         model.to(device).eval()
         torch.manual_seed(cfg['seed'])
         ctx = autocast_context(device, dtype)  # generate() already runs without gradients

@@ -27,7 +27,7 @@ from contextlib import nullcontext, suppress
 import numpy as np
 import torch
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, memory_shortfall,
+from common import (UserError, atomic_torch_save, atomic_write_bytes, autocast_context, check_seed, memory_shortfall,
                     out_of_memory_is_user_error, out_of_memory_reason, parse_config, pick_compile, pick_device,
                     pick_dtype, remove_stale_temps, run_cli)
 from model import GPT, GPTConfig, TIE_MODES, memory_floor
@@ -99,8 +99,12 @@ def parse_train_args(argv, defaults=DEFAULTS):
         if cfg[key] < 0:
             raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
     for key in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
-        if not cfg[key] >= 0:
-            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
+        if not 0 <= cfg[key] < math.inf:  # nan fails this too
+            raise UserError(f"--{key} must be a finite number, zero or more, got {cfg[key]}")
+    for key in ('beta1', 'beta2'):  # AdamW's moment decays
+        if not 0 <= cfg[key] < 1:
+            raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
+    check_seed(cfg['seed'])
     if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
         raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
     if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):

@@ -258,6 +258,18 @@ def test_memory_shortfall_and_format_bytes(monkeypatch):
     assert common.memory_shortfall(2 ** 40, "cuda:1") == "at least 1.0 TiB, more than the 80.0 GiB of memory on cuda:1"
 
 
+@pytest.mark.parametrize("seed, ok", [(0, True), (-1, True), (2 ** 63 - 1, True), (-2 ** 63, True), (2 ** 63, False),
+                                      (2 ** 64, False), (-2 ** 63 - 1, False)])
+def test_check_seed_allows_what_torch_takes_with_room_for_offsets(seed, ok):
+    import torch
+    if ok:
+        common.check_seed(seed)
+        torch.Generator().manual_seed(seed + 10_000)  # train.py's evaluation generator: still a seed torch takes
+    else:
+        with pytest.raises(UserError, match=r"--seed must be an integer from -2\*\*63 to 2\*\*63 - 1, got "):
+            common.check_seed(seed)
+
+
 # -----------------------------------------------------------------------------
 # atomic writes
 

@@ -160,6 +160,8 @@ def test_small_init_starts_near_log_2n(shape):
     (dict(tie_mode='tide'), 'tie_mode', 'untied, tied, small_init, proj, shuffle, shufflenet, bert, logit_scale'),
     (dict(n_embd=30, n_head=4), 'n_head', 'divisible'),
     (dict(n_layer=0), 'n_layer', 'positive integer'),
+    (dict(init_std=math.inf), 'init_std', 'positive finite number'),  # inf weights: a nan loss at iteration 0
+    (dict(init_std=math.nan), 'init_std', 'positive finite number'),
 ])
 def test_misconfiguration_names_the_key_and_what_is_allowed(overrides, culprit, allowed):
     with pytest.raises(ValueError) as error:
@@ -178,6 +180,15 @@ def test_forward_shapes_and_generate_crops_the_context():
     assert out.shape == (2, 10 + SMALL['block_size'] + 5)
     assert torch.equal(out[:, :10], idx)
     assert 0 <= out.min() and out.max() < SMALL['vocab_size']
+
+
+def test_generate_with_a_tiny_temperature_is_greedy():
+    # Dividing the logits by 1e-40 overflowed to inf, and a softmax over inf - inf is nan: multinomial failed.
+    model = make('tied').eval()
+    idx = torch.randint(SMALL['vocab_size'], (2, 5))
+    greedy = model.generate(idx, 8, temperature=0)
+    assert torch.equal(model.generate(idx, 8, temperature=1e-40), greedy)
+    assert torch.equal(model.generate(idx, 8, temperature=1e-40, top_k=3), greedy)
 
 
 @pytest.mark.parametrize('mode, dtype', [('tied', 'float32'), ('untied', 'float32'), ('tied', 'bfloat16'),

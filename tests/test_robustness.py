@@ -152,6 +152,24 @@ BAD_INPUTS = {
                                          ["prompt has characters not in the vocabulary: 'é', '@', '~'"]),
     'sample_truncated_checkpoint': ('sample.py', ['--out_dir={tmp}/truncated'],
                                     ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
+    'sample_checkpoint_misfit': ('sample.py', ['--out_dir={tmp}/misfit'],
+                                 ['checkpoint {tmp}/misfit/ckpt.pt does not fit the model of this model.py (size '
+                                  'mismatch for token_embedding_table.weight', 'edited or written by another version']),
+    # Options that reached torch or AdamW unchecked.
+    'beta2_not_below_one': ('train.py', ['--beta2=1.0'], ['--beta2 must be at least 0 and below 1, got 1.0']),
+    'beta1_nan': ('train.py', ['--beta1=nan'], ['--beta1 must be at least 0 and below 1, got nan']),
+    'learning_rate_infinite': ('train.py', ['--learning_rate=inf'],
+                               ['--learning_rate must be a finite number, zero or more, got inf']),
+    'init_std_infinite': ('train.py', ['--init_std=inf'], ['init_std must be a positive finite number, got inf']),
+    'seed_too_large': ('train.py', ['--seed=18446744073709551616'],
+                       ['--seed must be an integer from -2**63 to 2**63 - 1, got 18446744073709551616']),
+    'sample_temperature_nan': ('sample.py', ['--out_dir={run}', '--temperature=nan'],
+                               ['--temperature must be a finite number, zero or more, got nan']),
+    'sample_seed_too_small': ('sample.py', ['--out_dir={run}', '--seed=-9223372036854775809'],
+                              ['--seed must be an integer from -2**63 to 2**63 - 1, got -9223372036854775809']),
+    'init_loss_vocab_of_one': ('init_loss.py', ['--vocab_size=1'], ['--vocab_size must be at least 2, got 1']),
+    'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
+    'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
     # Sizes that cannot fit in any machine's memory: refused before anything is allocated or written
     # (train.check_memory), or at the first allocation, which the allocator refuses at once. Either
     # way the test allocates nothing.
@@ -223,6 +241,10 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
         meta = json.loads((folder / 'meta.json').read_text(encoding='utf-8'))
         edit(folder, meta)
         (folder / 'meta.json').write_text(json.dumps(meta), encoding='utf-8')
+    (tmp / 'misfit').mkdir()  # settings that its weights do not fit
+    ckpt = torch.load(os.path.join(trained, 'ckpt.pt'), weights_only=True)
+    ckpt['model_args'].update(n_embd=64, n_head=4)
+    torch.save(ckpt, tmp / 'misfit' / 'ckpt.pt')
     (tmp / 'weights_only').mkdir()
     torch.save(load_and_build(os.path.join(trained, 'ckpt.pt'))['model'], tmp / 'weights_only' / 'ckpt.pt')
 
