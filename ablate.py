@@ -38,7 +38,7 @@ import time
 
 import plumbing
 import train
-from common import UserError, atomic_path, atomic_write_bytes, parse_modes, run_cli
+from common import UserError, atomic_path, atomic_write_bytes, parse_modes, pick_device, pick_dtype, run_cli
 from init_loss import predicted_initial_loss
 from model import GPTConfig, TIE_MODES
 from prepare import load_meta
@@ -461,8 +461,11 @@ def ablate(cfg, argv=()):
     started = time.time()
     meta = load_meta(os.path.join(cfg['data_dir'], cfg['dataset']))  # fails now, not after the first run
     runs = plan_runs(cfg)
+    device = pick_device(cfg['device'])
     for _, _, run_cfg in runs[::cfg['seeds']]:
-        model_config(run_cfg, meta['vocab_size'])
+        run_cfg = dict(run_cfg, vocab_size=run_cfg['vocab_size'] or meta['vocab_size'])
+        train.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
+                           pick_dtype(cfg['dtype'], device))
     os.makedirs(cfg['out_dir'], exist_ok=True)
     bar = tqdm(total=len(runs) * cfg['max_iters'], disable=not cfg['progress'], dynamic_ncols=True,
                unit='it', desc='ablation')

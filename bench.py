@@ -29,8 +29,8 @@ import torch
 
 import plumbing
 import train
-from common import (UserError, autocast_context, cpu_has_native_bf16, parse_modes, pick_compile, pick_device, pick_dtype,
-                    run_cli)
+from common import (UserError, autocast_context, cpu_has_native_bf16, out_of_memory_is_user_error, parse_modes,
+                    pick_compile, pick_device, pick_dtype, run_cli)
 from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
@@ -164,6 +164,14 @@ def main(argv):
     for key in ('bench_iters', 'rounds'):
         if cfg[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
+    if cfg['bench_warmup'] < 0:
+        raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
+    with out_of_memory_is_user_error(lambda: train.batch_memory_advice(cfg)):
+        run_bench(cfg)
+
+
+def run_bench(cfg):
+    """Build the setting of every row, time them, print the table."""
     device = pick_device(cfg['device'])
     pick_dtype(cfg['dtype'], device)  # the one warning, if the chosen dtype is emulated here
     if cfg['vocab_size'] is None:
@@ -200,6 +208,8 @@ def main(argv):
                     settings.append((label(row_cfg), row_cfg, None))
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
 
+    for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
+        train.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
     rows = []
     for name, row_cfg, fused_adamw in settings:
         row = Setting(row_cfg, name, device, fused_adamw)

@@ -11,6 +11,7 @@ import ast
 import contextlib
 import difflib
 import os
+import re
 import sys
 import traceback
 import types
@@ -38,6 +39,89 @@ def run_cli(main):
         # traceback. Point stdout at /dev/null so the interpreter's final flush fails quietly too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+# -----------------------------------------------------------------------------
+# running out of memory: one recognition for every script
+
+_OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|not enough memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
+_ASKED = re.compile(r"(?:tried to allocate|unable to allocate) (\d+(?:\.\d+)?)\.? ?(bytes|[KMGTP]i?B)\b", re.I)
+
+
+def format_bytes(n):
+    """1536 -> '1.5 KiB'; binary units, as the allocators' own messages use."""
+    if n < 1024:
+        return f"{n:.0f} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        n /= 1024
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}"
+
+
+def out_of_memory_reason(e):
+    """A few words on e if it is a failed allocation ('could not allocate 72.8 TiB'), else None.
+    Recognises torch.OutOfMemoryError (CUDA; torch.cuda.OutOfMemoryError is the same class), the
+    RuntimeError of torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory", or "not
+    enough memory" on Windows), MPS ("MPS backend out of memory") and cuBLAS, and MemoryError
+    (Python's, and numpy's "Unable to allocate")."""
+    text = str(e)
+    if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
+            or (isinstance(e, RuntimeError) and _OUT_OF_MEMORY.search(text))):
+        return None
+    asked = _ASKED.search(text)
+    if not asked:
+        return "an allocation failed"
+    amount, unit = asked.groups()
+    return f"could not allocate {format_bytes(float(amount)) if unit.lower() == 'bytes' else amount + ' ' + unit}"
+
+
+@contextlib.contextmanager
+def out_of_memory_is_user_error(advice=None, message=None):
+    """Inside the block, a failed allocation (see out_of_memory_reason) becomes a UserError: 'out of
+    memory (REASON); ADVICE'. advice: text naming the options to lower, or a function returning it
+    (called only then); or message: a function of REASON that words the whole line. Anything else
+    passes through untouched."""
+    try:
+        yield
+    except Exception as e:
+        reason = out_of_memory_reason(e)
+        if reason is None:
+            raise
+        if message is not None:
+            raise UserError(message(reason)) from None
+        raise UserError(f"out of memory ({reason}); {advice() if callable(advice) else advice}") from None
+
+
+def device_memory(device):
+    """All the memory a device has, in bytes: a GPU's total, or RAM plus swap for the CPU (Linux; elsewhere
+    RAM alone); None where unknown (MPS)."""
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        import torch
+        return torch.cuda.get_device_properties(device).total_memory
+    if kind != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return sum(int(fields[key].split()[0]) * 1024 for key in ("MemTotal", "SwapTotal") if key in fields) or None
+    except (OSError, ValueError):
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            return None
+
+
+def memory_shortfall(need, device):
+    """If need (bytes; a lower bound such as model.memory_floor) is more than all the memory the device has,
+    words for it: 'at least 25.4 GiB, more than the 23.5 GiB of RAM and swap on cpu'. None if it fits, or
+    where the device's memory is unknown. A step that fails this cannot run at all, so a script can say so
+    before it allocates or writes anything."""
+    total = device_memory(device)
+    if total is None or need <= total:
+        return None
+    return (f"at least {format_bytes(need)}, more than the {format_bytes(total)} of "
+            f"{'RAM and swap' if device == 'cpu' else 'memory'} on {device}")
 
 
 # -----------------------------------------------------------------------------
@@ -141,6 +225,13 @@ def _print_help(defaults, choices):
         if key in choices:
             line = f"{line:<36} one of: {', '.join(map(str, choices[key]))}"
         print(line)
+
+
+def check_seed(seed):
+    """torch takes seeds from -2**63 to 2**64 - 1 (a larger one is a ValueError deep in a generator); train.py
+    adds small offsets to its seed, so below 2**63 leaves room."""
+    if not -2 ** 63 <= seed < 2 ** 63:
+        raise UserError(f"--seed must be an integer from -2**63 to 2**63 - 1, got {seed}")
 
 
 def parse_config(defaults, argv, choices=None):

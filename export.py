@@ -155,7 +155,7 @@ def main(argv):
     args, meta = ckpt['model_args'], ckpt['meta']
     # the modes GPT-2 cannot express stop here, before the slow import
     hf_kwargs = gpt2_config(args, untied=args['tie_mode'] == 'untied' or ckpt.get('head_untied', False))
-    model = model_from_checkpoint(ckpt)
+    model = model_from_checkpoint(ckpt, ckpt_path)
     del ckpt
     try:
         import transformers  # noqa: F401  (optional dependency)

@@ -31,9 +31,10 @@ import time
 
 import torch
 
-from common import UserError, parse_config, parse_modes, run_cli
+from common import (UserError, memory_shortfall, out_of_memory_is_user_error, parse_config, parse_modes, pick_device,
+                    run_cli)
 from hf_gpt2 import pretrained_meta
-from model import GPT, GPTConfig, TIE_MODES, copy_probe
+from model import GPT, GPTConfig, TIE_MODES, copy_probe, memory_floor
 from prepare import get_codec
 
 DEFAULTS = dict(
@@ -187,6 +188,17 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     return result
 
 
+def memory_advice(args):
+    return (f"--batch_size={args['batch_size']}, --block_size={args['block_size']}, --vocab_size={args['vocab_size']}, "
+            f"--n_embd={args['n_embd']}, --n_layer={args['n_layer']}; use smaller values")
+
+
+def check_memory(cfg, args):
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see train.check_memory)."""
+    short = memory_shortfall(memory_floor(cfg, args['batch_size'], 'float32', training=False), args['device'])
+    if short:
+        raise UserError(f"measuring needs {short}, with {memory_advice(args)}")
+
 @torch.inference_mode()
 def measure_pretrained(model, ids, block_size, windows):
     """ids (N,) int64 of ordinary text -> dict of loss, copy_prob, repeat_rate, self_margin, tokens,
@@ -241,6 +253,9 @@ def main(argv):
     for key in ('seeds', 'batch_size'):
         if args[key] < 1:
             raise UserError(f"--{key} must be a positive integer, got {args[key]}")
+    if args['vocab_size'] < 2:  # log(n - 1) in (*), and a loss that is 0 for any model
+        raise UserError(f"--vocab_size must be at least 2, got {args['vocab_size']}")
+    args['device'] = pick_device(args['device'])
     model_keys = ('vocab_size', 'n_embd', 'n_layer', 'n_head', 'block_size', 'init_std', 'shuffle_groups')
     log_n = math.log(args['vocab_size'])
     out = sys.stdout
@@ -271,8 +286,10 @@ def main(argv):
             except ValueError as e:
                 raise UserError(str(e)) from None
             token_std, position_std = default_init_stds(init, cfg.n_embd)
-            for emb_scale, (measured, spread) in measure_initial_losses(cfg, args['seeds'], args['batch_size'],
-                                                                        args['device'], init).items():
+            check_memory(cfg, args)
+            with out_of_memory_is_user_error(lambda: memory_advice(args)):
+                losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'], init)
+            for emb_scale, (measured, spread) in losses.items():
                 cfg.emb_scale = emb_scale
                 rows[emb_scale].append((mode, init, measured, spread,
                                         predicted_initial_loss(cfg, token_std, position_std)))

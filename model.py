@@ -156,8 +156,26 @@ class GPTConfig:
             raise ValueError(f"gelu_approx={self.gelu_approx!r} is not allowed; choose one of: none, tanh")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.init_std > 0:
-            raise ValueError(f"init_std must be positive, got {self.init_std!r}")
+        if not 0 < self.init_std < math.inf:
+            raise ValueError(f"init_std must be a positive finite number, got {self.init_std!r}")
+
+
+def memory_floor(config, batch_size, dtype, training=True):
+    """A lower bound, in bytes, on the memory one step of this model needs on batch_size sequences of
+    block_size tokens; dtype is the compute dtype ('float32', or 'bfloat16'/'float16' under autocast).
+    Only what must exist at once is counted, at its smallest size, so a device with less memory in
+    all cannot run the step, whatever the kernels:
+      training: weights, gradients and AdamW's two moments (16 bytes a parameter, all fp32), plus per
+        token each layer's MLP hidden layer (4d values, kept for the backward pass) and the logits;
+      inference: the weights, and per token the logits and their fp32 log-probabilities.
+    The parameters counted are the big matrices only: 12 d^2 per layer, the embeddings, the head if untied."""
+    L, d, n, T = config.n_layer, config.n_embd, config.vocab_size, config.block_size
+    params = 12 * L * d * d + n * d * (2 if config.tie_mode == 'untied' else 1) + T * d
+    value = 2 if dtype in ('bfloat16', 'float16') else 4
+    tokens = batch_size * T
+    if training:
+        return 16 * params + tokens * (4 * L * d + n) * value
+    return 4 * params + tokens * n * (value + 4)
 
 
 class GPT(nn.Module):
@@ -366,20 +384,26 @@ class GPT(nn.Module):
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         """Extend idx (B, T) by max_new_tokens sampled tokens, cropping the context to block_size.
         temperature=0 picks the most likely token."""
-        for _ in range(max_new_tokens):
-            idx_cond = idx[:, -self.config.block_size:]
+        B, T = idx.size()
+        # The whole output at once: a length that cannot fit fails here, not hours into the loop.
+        out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)
+        out[:, :T] = idx
+        for t in range(T, T + max_new_tokens):
+            idx_cond = out[:, max(0, t - self.config.block_size):t]
             logits, _ = self(idx_cond, last_only=True)
             logits = logits[:, -1, :].float()                          # (B, vocab_size)
             if temperature <= 0:
                 idx_next = logits.argmax(dim=-1, keepdim=True)
             else:
-                logits = logits / temperature
+                # Shifted so the largest logit is 0 before dividing: a tiny temperature then gives -inf
+                # (probability 0) for the rest instead of inf - inf = nan in the softmax.
+                logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
                 if top_k is not None:
                     v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                     logits[logits < v[:, [-1]]] = -float('inf')
                 idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
-            idx = torch.cat((idx, idx_next), dim=1)
-        return idx
+            out[:, t] = idx_next[:, 0]
+        return out
 
     # ---------------------------------------------------------------- pretrained GPT-2
 

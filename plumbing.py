@@ -22,7 +22,8 @@ from contextlib import contextmanager, suppress
 
 import torch
 
-from common import UserError, atomic_torch_save, atomic_write_bytes, pick_device, remove_stale_temps
+from common import (UserError, atomic_torch_save, atomic_write_bytes, out_of_memory_reason, pick_device,
+                    remove_stale_temps)
 from model import GPT, GPTConfig
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
@@ -104,12 +105,22 @@ def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_ge
     }
 
 
-def model_from_checkpoint(ckpt):
-    """The trained model of a checkpoint (on the CPU; .to() it), tied or untied as it was saved."""
-    model = GPT(GPTConfig(**ckpt['model_args']))
-    if ckpt.get('head_untied'):  # after --untie_at the file holds two matrices: load each into its own
-        model.untie()
-    model.load_state_dict(ckpt['model'])
+def model_from_checkpoint(ckpt, path):
+    """The trained model of a checkpoint (on the CPU; .to() it), tied or untied as it was saved.
+    Settings that the weights (or this model.py) do not fit, from an edited checkpoint or another
+    version, are a UserError naming the first misfit."""
+    try:
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        if ckpt.get('head_untied'):  # after --untie_at the file holds two matrices: load each into its own
+            model.untie()
+        model.load_state_dict(ckpt['model'])
+    except (TypeError, ValueError, RuntimeError) as e:
+        if out_of_memory_reason(e):
+            raise
+        reason = ' '.join(str(e).split()).removeprefix('Error(s) in loading state_dict for GPT: ')
+        reason = reason if len(reason) <= 200 else reason[:197] + '...'
+        raise UserError(f"checkpoint {path} does not fit the model of this model.py ({reason}); it was edited or "
+                        f"written by another version") from None
     return model
 
 
@@ -163,14 +174,18 @@ class RunFiles:
         self.saved_iter = iter_num
 
     def open_metrics(self, resume_from=None):
-        """metrics.csv for appending. On resume, rows logged after the checkpoint are dropped first,
-        since those iterations are about to be trained again."""
-        if not self.writes:
-            return
+        """Start metrics.csv with the first row logged (after the first training step). On resume,
+        rows logged after the checkpoint are dropped then, since those iterations are trained again;
+        until that first row the file is left as it was, so a run that stops before it (out of
+        memory, say) loses no row of the run before."""
+        self._resume_from, self._started = resume_from, False
+
+    def _start_metrics(self):
         rows = []
-        if resume_from is not None and os.path.exists(self.metrics_path):
+        if self._resume_from is not None and os.path.exists(self.metrics_path):
             with open(self.metrics_path, newline='') as f:
-                rows = [r for r in csv.DictReader(f) if r.get('iter', '').isdigit() and int(r['iter']) < resume_from]
+                rows = [r for r in csv.DictReader(f)
+                        if r.get('iter', '').isdigit() and int(r['iter']) < self._resume_from]
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
         writer.writeheader()
@@ -183,11 +198,14 @@ class RunFiles:
             raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}; free some space or choose "
                             f"another --out_dir") from None
         self._writer = csv.DictWriter(self._file, fieldnames=METRICS_FIELDS)
+        self._started = True
 
     def log(self, row, iter_num, lr, tokens_per_sec, elapsed_s, fingerprint):
         """Append one row to metrics.csv, flushed, so a kill loses at most the row being written."""
         if not self.writes:
             return
+        if not self._started:
+            self._start_metrics()
         try:
             self._writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
                                        elapsed_s=f'{elapsed_s:.2f}', data_fingerprint=f'{fingerprint:08x}'))

@@ -29,7 +29,8 @@ import urllib.request
 
 import numpy as np
 
-from common import UserError, atomic_path, atomic_write_bytes, parse_config, remove_stale_temps, run_cli
+from common import (UserError, atomic_path, atomic_write_bytes, out_of_memory_reason, parse_config, remove_stale_temps,
+                    run_cli)
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -74,26 +75,71 @@ def _prepare_command(data_dir):
 
 
 def load_meta(data_dir):
-    """Read DIR/meta.json and check that the bins it describes are there and complete."""
+    """Read DIR/meta.json and check that it is consistent and that the bins it describes are there and complete."""
     path = os.path.join(data_dir, "meta.json")
     if not os.path.isfile(path):
         raise UserError(f"no prepared data in {data_dir} (meta.json is missing); create it with: {_prepare_command(data_dir)}")
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)
-        required = ["vocab_size", "tokenizer", "dtype", "train_tokens", "val_tokens"]
-        missing = [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]
-        if missing:
-            raise ValueError(f"missing {', '.join(missing)}")
-        itemsize = np.dtype(meta["dtype"]).itemsize
-        expected = {"train": meta["train_tokens"] * itemsize, "val": meta["val_tokens"] * itemsize}
-    except (OSError, ValueError, TypeError, AttributeError) as e:
+    except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); re-create it with: {_prepare_command(data_dir)}") from None
-    for split, size in expected.items():
+    problem = _meta_problem(meta)
+    if problem:
+        raise UserError(f"{path} {problem}; re-create it with: {_prepare_command(data_dir)}")
+    itemsize = np.dtype(meta["dtype"]).itemsize
+    for split in ("train", "val"):
         bin_path = os.path.join(data_dir, f"{split}.bin")
-        if not os.path.isfile(bin_path) or os.path.getsize(bin_path) != size:
-            raise UserError(f"{bin_path} is missing or does not match meta.json; re-create it with: {_prepare_command(data_dir)}")
+        if not os.path.isfile(bin_path):
+            raise UserError(f"{bin_path} is missing; re-create it with: {_prepare_command(data_dir)}")
+        size, tokens = os.path.getsize(bin_path), meta[f"{split}_tokens"]
+        if size != tokens * itemsize:
+            odd = f", not a whole number of {meta['dtype']} tokens," if size % itemsize else ""
+            raise UserError(f"{bin_path} does not match meta.json: it has {size:,} bytes{odd} where meta.json gives "
+                            f"{split}_tokens={tokens:,} ({tokens * itemsize:,} bytes of {meta['dtype']}); re-create "
+                            f"both with: {_prepare_command(data_dir)}")
     return meta
+
+
+def _meta_problem(meta):
+    """What makes meta (a parsed meta.json) unusable, as words after its path, or None if nothing does."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    required = ["vocab_size", "tokenizer", "dtype", "train_tokens", "val_tokens"]
+    missing = [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    for key, least in (("vocab_size", 1), ("train_tokens", 0), ("val_tokens", 0)):
+        value = meta[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            return f"gives {key}={value!r}; it must be an integer >= {least}"
+    if meta["tokenizer"] not in ("char", "gpt2"):
+        return f"gives tokenizer={meta['tokenizer']!r}; it must be char or gpt2"
+    try:
+        dtype = np.dtype(meta["dtype"])
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind != "u":
+        return f"gives dtype={meta['dtype']!r}; it must be an unsigned integer type such as uint16 or uint32"
+    if meta["vocab_size"] - 1 > np.iinfo(dtype).max:
+        return f"gives vocab_size={meta['vocab_size']}, too many ids for dtype={meta['dtype']}"
+    chars = meta.get("chars")
+    if meta["tokenizer"] == "char" and not (isinstance(chars, list) and len(chars) == meta["vocab_size"]
+                                            and all(isinstance(c, str) and len(c) == 1 for c in chars)
+                                            and len(set(chars)) == len(chars)):
+        shown = f"has {len(chars)} entries" if isinstance(chars, list) else f"is a {type(chars).__name__}"
+        return (f"gives vocab_size={meta['vocab_size']} but chars {shown}; it must list that many distinct "
+                f"single characters")
+    return None
+
+
+def check_token_ids(bin_path, tokens, meta, data_dir):
+    """Every id of a split (tokens, as read from bin_path) must name a token of meta's vocabulary:
+    otherwise the model's embedding lookup fails deep inside a forward pass."""
+    if len(tokens) and (top := int(tokens.max())) >= meta["vocab_size"]:
+        raise UserError(f"{bin_path} holds token id {top} but {os.path.join(data_dir, 'meta.json')} gives "
+                        f"vocab_size={meta['vocab_size']} (ids 0 to {meta['vocab_size'] - 1}): the meta.json is stale "
+                        f"or was edited; re-create both with: {_prepare_command(data_dir)}")
 
 
 def _gpt2_encoding():
@@ -347,6 +393,11 @@ def main(argv):
     except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
         where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
         raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
+    except MemoryError as e:  # the whole text and its ids are held in memory
+        what = f"--input={config['input']}" if config['input'] else "the default corpus"
+        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: prepare.py holds the whole "
+                        f"text and its token ids in memory at once; use a smaller file or a machine with more "
+                        f"memory") from None
 
     print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}, dtype {meta['dtype']}")
     print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")

@@ -13,7 +13,8 @@ import os
 
 import torch
 
-from common import UserError, autocast_context, parse_config, pick_device, pick_dtype, run_cli
+from common import (UserError, autocast_context, check_seed, out_of_memory_is_user_error, parse_config, pick_device,
+                    pick_dtype, run_cli)
 from hf_gpt2 import pretrained_meta
 from model import GPT
 from prepare import get_codec
@@ -54,8 +55,9 @@ def generate_samples(cfg):
     for key in ('num_samples', 'max_new_tokens', 'top_k'):
         if cfg[key] < (1 if key == 'num_samples' else 0):
             raise UserError(f"--{key} must be {'positive' if key == 'num_samples' else 'zero or more'}, got {cfg[key]}")
-    if cfg['temperature'] < 0:
-        raise UserError(f"--temperature must be zero or more, got {cfg['temperature']}")
+    if not 0 <= cfg['temperature'] < float('inf'):  # nan fails this too
+        raise UserError(f"--temperature must be a finite number, zero or more, got {cfg['temperature']}")
+    check_seed(cfg['seed'])
     prompt = read_prompt(cfg['start'])
     if not prompt:
         raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
@@ -69,16 +71,20 @@ def generate_samples(cfg):
     encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
 
-    if cfg['init_from'] == 'resume':
-        model = model_from_checkpoint(ckpt)
-    else:
-        model = GPT.from_pretrained(cfg['init_from'])  # hf_gpt2.py: a hub name or a transformers folder
-    model.to(device).eval()
-    torch.manual_seed(cfg['seed'])
-    ctx = autocast_context(device, dtype)  # generate() already runs without gradients
-    x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
-    with ctx:
-        out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'], top_k=cfg['top_k'] or None)
+    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
+              f"smaller values")
+    with out_of_memory_is_user_error(advice):
+        if cfg['init_from'] == 'resume':
+            model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        else:
+            model = GPT.from_pretrained(cfg['init_from'])  # hf_gpt2.py: a hub name or a transformers folder
+        model.to(device).eval()
+        torch.manual_seed(cfg['seed'])
+        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
+        x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
+        with ctx:
+            out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'],
+                                 top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 

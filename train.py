@@ -23,10 +23,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from common import UserError, autocast_context, parse_config, pick_compile, pick_dtype, run_cli
+from common import (UserError, autocast_context, check_seed, memory_shortfall, out_of_memory_is_user_error,
+                    out_of_memory_reason, parse_config, pick_compile, pick_dtype, run_cli)
 from hf_gpt2 import start_from_pretrained
-from model import GPT, GPTConfig, TIE_MODES, copy_probe
-from prepare import load_meta
+from model import GPT, GPTConfig, TIE_MODES, copy_probe, memory_floor
+from prepare import check_token_ids, load_meta
 from plumbing import (MODEL_KEYS, RunFiles, Throughput, check_resume_compatible, check_same_vocabulary,
                       checkpoint_state, ctrl_c_saves, gpu_peak_flops, load_checkpoint, process_group)
 
@@ -99,8 +100,12 @@ def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
         if cfg[key] < 0:
             raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
     for key in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
-        if not cfg[key] >= 0:
-            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
+        if not 0 <= cfg[key] < math.inf:  # nan fails this too
+            raise UserError(f"--{key} must be a finite number, zero or more, got {cfg[key]}")
+    for key in ('beta1', 'beta2'):  # AdamW's moment decays
+        if not 0 <= cfg[key] < 1:
+            raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
+    check_seed(cfg['seed'])
     if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
         raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
     if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
@@ -144,13 +149,18 @@ def load_splits(cfg):
         path = os.path.join(data_dir, f'{split}.bin')
         try:
             tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
+            check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError in the model otherwise
+            if len(tokens) <= cfg['block_size']:
+                raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
+                                f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
+            splits[split] = torch.from_numpy(tokens.astype(np.int64))
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
-        if len(tokens) <= cfg['block_size']:
-            raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
-                            f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
-        splits[split] = torch.from_numpy(tokens.astype(np.int64))
+        except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds the "
+                            f"prepared data in memory, 8 bytes a token; use less data or a machine with more "
+                            f"memory") from None
     return splits, meta
 
 
@@ -208,15 +218,41 @@ def make_model_config(cfg):
         raise UserError(str(e)) from None
 
 
+def batch_memory_advice(cfg):
+    """What to change when a training step does not fit in memory, with the values now."""
+    return (f"--batch_size={cfg['batch_size']}, --block_size={cfg['block_size']}, --gradient_accumulation_steps="
+            f"{cfg['gradient_accumulation_steps']}; use a smaller --batch_size or --block_size (a larger "
+            f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
+
+
+def check_memory(model_config, cfg, device, dtype):
+    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
+    (model.memory_floor, a lower bound on one step's memory, against all the memory the device has).
+    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
+    kernel's OOM killer ends the process without a word. A run let through here may still run out of
+    memory; the training loop then says so in one line too."""
+    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
+    if short:
+        raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
+                        f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
+                        f"or --n_embd")
+    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
+    if short:
+        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
+
+
 def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
     """The model, its AdamW, the training-data generator and (iter_num, best_val_loss, fingerprint):
     fresh from the seed (or GPT-2's weights), or exactly as the checkpoint left them."""
     torch.manual_seed(cfg['seed'])
-    model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
-    if ckpt is not None and ckpt.get('head_untied'):  # saved after --untie_at: two matrices to load
-        model.untie()
-    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'], (cfg['beta1'], cfg['beta2']),
-                                           device.split(':')[0])
+    with out_of_memory_is_user_error(f"building the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, "
+                                     f"vocab_size={cfg['vocab_size']}) on {device}; use a smaller --n_layer or "
+                                     f"--n_embd, or free memory on {device}"):
+        model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
+        if ckpt is not None and ckpt.get('head_untied'):  # saved after --untie_at: two matrices to load
+            model.untie()
+        optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+                                               (cfg['beta1'], cfg['beta2']), device.split(':')[0])
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
     # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
     data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
@@ -226,6 +262,9 @@ def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
         model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
         optimizer.load_state_dict(ckpt['optimizer'])
     except (RuntimeError, ValueError, KeyError) as e:
+        if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {ckpt_path} onto {device}; "
+                            f"free memory on {device}, or use another --device") from None
         reason = str(e).strip().split('\n')[0]
         raise UserError(f"checkpoint {ckpt_path} does not fit the model of this model.py ({reason[:150]}); "
                         f"it was written by another version: start a new --out_dir") from None
@@ -338,7 +377,7 @@ def train(cfg, progress=None):
             pretrained = start_from_pretrained(cfg, DEFAULTS, meta)
         check_vocab_size(cfg, meta)
         check_untie_at(cfg)
-        make_model_config(cfg)
+        check_memory(make_model_config(cfg), cfg, device, dtype)
         files.prepare()
 
         model, optimizer, data_generator, (iter_num, best_val_loss, fingerprint) = \
@@ -360,7 +399,11 @@ def train(cfg, progress=None):
         peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
         state = lambda: checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator,  # noqa: E731
                                          fingerprint, meta)
-        with files, ctrl_c_saves(proc, files) as interrupted, (nullcontext() if progress else bar):
+        # A batch too large for the device is one line too; a checkpoint is only ever replaced whole.
+        out_of_memory = out_of_memory_is_user_error(message=lambda reason: (
+            f"out of memory on {device} ({reason}) at iteration {iter_num} with {batch_memory_advice(cfg)}; "
+            f"{files.kept()}"))
+        with files, ctrl_c_saves(proc, files) as interrupted, out_of_memory, (nullcontext() if progress else bar):
             while True:
                 lr = get_lr(iter_num, cfg)
                 for group in optimizer.param_groups:

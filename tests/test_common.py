@@ -198,6 +198,79 @@ def test_run_cli_lets_bugs_through(monkeypatch):
 
 
 # -----------------------------------------------------------------------------
+# running out of memory
+
+def refused_allocation():
+    """The exception torch's CPU allocator really raises for a request no machine can grant (1 PiB):
+    refused at once, nothing is allocated."""
+    import torch
+    try:
+        torch.empty(2 ** 50, dtype=torch.uint8)
+    except RuntimeError as e:
+        return e
+    pytest.fail("a 1 PiB tensor was allocated")
+
+
+def test_out_of_memory_reason_recognises_every_allocator_and_nothing_else():
+    import numpy as np
+    import torch
+    assert common.out_of_memory_reason(refused_allocation()) == "could not allocate 1.0 PiB"
+    with pytest.raises(MemoryError) as numpy_error:
+        np.empty(2 ** 47)  # "Unable to allocate 1.00 PiB for an array with shape ..."
+    assert common.out_of_memory_reason(numpy_error.value).startswith("could not allocate 1")
+    # The messages of the allocators that this machine lacks, as torch words them.
+    cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
+                                  "79.19 GiB of which 3.12 GiB is free.")
+    assert common.out_of_memory_reason(cuda) == "could not allocate 20.00 GiB"
+    assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
+    mps = RuntimeError("MPS backend out of memory (MPS allocated: 1.20 GB, other allocations: 2.00 MB, max allowed: "
+                       "18.13 GB). Tried to allocate 256.00 MiB on private pool.")
+    assert common.out_of_memory_reason(mps) == "could not allocate 256.00 MiB"
+    windows = RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 5368709120 bytes.")
+    assert common.out_of_memory_reason(windows) == "could not allocate 5.0 GiB"
+    assert common.out_of_memory_reason(MemoryError()) == "an allocation failed"
+    for other in (RuntimeError("size mismatch for lm_head.weight"), ValueError("out of memory"), KeyError("x"),
+                  UserError("--batch_size must be a positive integer")):
+        assert common.out_of_memory_reason(other) is None
+
+
+def test_out_of_memory_becomes_a_user_error_with_the_callers_advice():
+    with pytest.raises(UserError) as info:
+        with common.out_of_memory_is_user_error(lambda: "--batch_size=12; use a smaller --batch_size"):
+            raise refused_allocation()
+    assert str(info.value) == "out of memory (could not allocate 1.0 PiB); --batch_size=12; use a smaller --batch_size"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(ZeroDivisionError):  # anything else passes through untouched
+        with common.out_of_memory_is_user_error("never shown"):
+            1 / 0
+
+
+def test_memory_shortfall_and_format_bytes(monkeypatch):
+    assert [common.format_bytes(n) for n in (100, 1536, 25 * 2 ** 30, 3 * 2 ** 50, 5 * 2 ** 60)] == [
+        "100 bytes", "1.5 KiB", "25.0 GiB", "3.0 PiB", "5120.0 PiB"]
+    total = common.device_memory("cpu")
+    assert total and total > 2 ** 28  # a machine that runs these tests has more than 256 MiB
+    assert common.memory_shortfall(total, "cpu") is None
+    assert common.memory_shortfall(total + 1, "cpu") == (
+        f"at least {common.format_bytes(total + 1)}, more than the {common.format_bytes(total)} of RAM and swap on cpu")
+    assert common.memory_shortfall(2 ** 70, "mps") is None  # unknown: never refuse
+    monkeypatch.setattr(common, "device_memory", lambda device: 80 * 2 ** 30)
+    assert common.memory_shortfall(2 ** 40, "cuda:1") == "at least 1.0 TiB, more than the 80.0 GiB of memory on cuda:1"
+
+
+@pytest.mark.parametrize("seed, ok", [(0, True), (-1, True), (2 ** 63 - 1, True), (-2 ** 63, True), (2 ** 63, False),
+                                      (2 ** 64, False), (-2 ** 63 - 1, False)])
+def test_check_seed_allows_what_torch_takes_with_room_for_offsets(seed, ok):
+    import torch
+    if ok:
+        common.check_seed(seed)
+        torch.Generator().manual_seed(seed + 10_000)  # train.py's evaluation generator: still a seed torch takes
+    else:
+        with pytest.raises(UserError, match=r"--seed must be an integer from -2\*\*63 to 2\*\*63 - 1, got "):
+            common.check_seed(seed)
+
+
+# -----------------------------------------------------------------------------
 # atomic writes
 
 def test_atomic_path_keeps_old_file_on_error(tmp_path):

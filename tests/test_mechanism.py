@@ -153,7 +153,7 @@ def test_sample_reads_an_untied_checkpoint(tiny_data, tmp_path):
     summary = run_training(tiny_data, out_dir, **UNTIE)
     model = train.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'), 'cpu')
     from plumbing import model_from_checkpoint
-    loaded = model_from_checkpoint(model)
+    loaded = model_from_checkpoint(model, os.path.join(out_dir, 'ckpt.pt'))
     for name, value in summary['model'].state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name
     texts = sample.generate_samples(dict(sample.DEFAULTS, out_dir=out_dir, num_samples=2, max_new_tokens=10,

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from init_loss import measure_initial_losses, predicted_initial_loss
-from model import GPT, GPTConfig, TIE_MODES
+from common import autocast_context
+from model import GPT, GPTConfig, TIE_MODES, memory_floor
 
 TIED_MODES = [m for m in TIE_MODES if m != 'untied']
 SMALL = dict(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
@@ -171,6 +172,8 @@ def test_small_init_starts_near_log_2n(shape):
     (dict(tie_mode='tide'), 'tie_mode', 'untied, tied, small_init, proj, shuffle, shufflenet, bert, logit_scale'),
     (dict(n_embd=30, n_head=4), 'n_head', 'divisible'),
     (dict(n_layer=0), 'n_layer', 'positive integer'),
+    (dict(init_std=math.inf), 'init_std', 'positive finite number'),  # inf weights: a nan loss at iteration 0
+    (dict(init_std=math.nan), 'init_std', 'positive finite number'),
 ])
 def test_misconfiguration_names_the_key_and_what_is_allowed(overrides, culprit, allowed):
     with pytest.raises(ValueError) as error:
@@ -189,6 +192,42 @@ def test_forward_shapes_and_generate_crops_the_context():
     assert out.shape == (2, 10 + SMALL['block_size'] + 5)
     assert torch.equal(out[:, :10], idx)
     assert 0 <= out.min() and out.max() < SMALL['vocab_size']
+
+
+def test_generate_with_a_tiny_temperature_is_greedy():
+    # Dividing the logits by 1e-40 overflowed to inf, and a softmax over inf - inf is nan: multinomial failed.
+    model = make('tied').eval()
+    idx = torch.randint(SMALL['vocab_size'], (2, 5))
+    greedy = model.generate(idx, 8, temperature=0)
+    assert torch.equal(model.generate(idx, 8, temperature=1e-40), greedy)
+    assert torch.equal(model.generate(idx, 8, temperature=1e-40, top_k=3), greedy)
+
+
+@pytest.mark.parametrize('mode, dtype', [('tied', 'float32'), ('untied', 'float32'), ('tied', 'bfloat16'),
+                                         ('proj', 'bfloat16')])
+def test_memory_floor_is_below_what_a_training_step_holds(mode, dtype):
+    # A step holds at least the weights, their gradients and AdamW's two moments (16 bytes a parameter)
+    # plus what autograd saves for the backward pass, counted here exactly (eager). The floor must stay
+    # below that, or train.py would refuse a run that fits.
+    model = make(mode)
+    batch = 8
+    idx = torch.randint(SMALL['vocab_size'], (batch, SMALL['block_size'] + 1))
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), autocast_context('cpu', dtype):
+        model(idx[:, :-1], idx[:, 1:])
+    held = 16 * model.num_params() + sum(saved.values())
+    floor = memory_floor(model.config, batch, dtype)
+    assert floor <= held
+    assert floor > held / 20  # and not vacuous
+    # the part that grows with the batch grows in proportion
+    assert memory_floor(model.config, 2 * batch, dtype) - floor == floor - memory_floor(model.config, 0, dtype) > 0
 
 
 def test_flops_count_the_head_once_and_the_proj_matmul():

@@ -1,5 +1,6 @@
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -209,3 +210,30 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
         f.write("{not json")
     with pytest.raises(UserError, match="unreadable"):
         prepare.load_meta(data_dir)
+
+
+@pytest.mark.parametrize("change, problem", [
+    ([1, 2], "holds a JSON list, not an object"),
+    (dict(vocab_size="53"), "gives vocab_size='53'; it must be an integer >= 1"),
+    (dict(val_tokens=True), "gives val_tokens=True; it must be an integer >= 0"),
+    (dict(tokenizer="bpe"), "gives tokenizer='bpe'; it must be char or gpt2"),
+    (dict(dtype="int16"), "gives dtype='int16'; it must be an unsigned integer type such as uint16 or uint32"),
+    (dict(dtype="no-such-type"), "gives dtype='no-such-type'; it must be an unsigned integer type"),
+    (dict(dtype="uint8", vocab_size=300), "gives vocab_size=300, too many ids for dtype=uint8"),
+    (dict(vocab_size=40), "gives vocab_size=40 but chars has 53 entries; it must list that many distinct single "
+                          "characters"),
+    (dict(chars="abc"), "gives vocab_size=53 but chars is a str"),
+], ids=["not_an_object", "vocab_size_text", "val_tokens_bool", "tokenizer", "signed_dtype", "unknown_dtype",
+        "dtype_too_narrow", "chars_count", "chars_text"])
+def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny_data, tmp_path):
+    # A meta.json that was edited by hand, or left from another run: one line naming the field.
+    data_dir = tmp_path / "tiny"
+    shutil.copytree(os.path.join(tiny_data, "tiny"), data_dir)
+    meta = json.loads((data_dir / "meta.json").read_text(encoding="utf-8"))
+    meta = change if isinstance(change, list) else dict(meta, **change)
+    (data_dir / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        prepare.load_meta(data_dir)
+    message = str(info.value)
+    assert message.startswith(f"{data_dir / 'meta.json'} {problem}")
+    assert message.endswith(f"; re-create it with: python prepare.py --input=FILE --dataset=tiny --out_dir={tmp_path}")

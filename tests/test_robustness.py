@@ -7,6 +7,7 @@ docs/robustness.md lists each case, what the user sees, and the test that covers
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -111,6 +112,20 @@ BAD_INPUTS = {
                                   ['{data}/tiny/val.bin has', 'fewer than one context window', '--block_size=5000']),
     'vocab_size_below_data': ('train.py', ['--vocab_size=10'],
                               ['--vocab_size=10 is smaller than the vocabulary of the prepared data (53']),
+    # Data that disagrees with its meta.json (see BROKEN_DATA).
+    'stale_meta_vocab_size': ('train.py', ['--data_dir={tmp}/stale_meta'],
+                              ['{tmp}/stale_meta/tiny/train.bin holds token id 52 but '
+                               '{tmp}/stale_meta/tiny/meta.json gives vocab_size=40 (ids 0 to 39)',
+                               're-create both with: python prepare.py --input=FILE --dataset=tiny '
+                               '--out_dir={tmp}/stale_meta']),
+    'bin_not_whole_tokens': ('train.py', ['--data_dir={tmp}/odd_bin'],
+                             ['{tmp}/odd_bin/tiny/train.bin does not match meta.json', 'not a whole number of uint16 '
+                              'tokens', 're-create both with: python prepare.py']),
+    'meta_dtype_not_unsigned': ('train.py', ['--data_dir={tmp}/float_dtype'],
+                                ["{tmp}/float_dtype/tiny/meta.json gives dtype='float16'; it must be an unsigned "
+                                 "integer type", 're-create it with: python prepare.py']),
+    'meta_chars_disagree': ('train.py', ['--data_dir={tmp}/chars_mismatch'],
+                            ['meta.json gives vocab_size=40 but chars has 53 entries']),
     'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}',
                                              '--dataset=other'],
                                 ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
@@ -137,6 +152,71 @@ BAD_INPUTS = {
                                          ["prompt has characters not in the vocabulary: 'é', '@', '~'"]),
     'sample_truncated_checkpoint': ('sample.py', ['--out_dir={tmp}/truncated'],
                                     ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
+    'sample_checkpoint_misfit': ('sample.py', ['--out_dir={tmp}/misfit'],
+                                 ['checkpoint {tmp}/misfit/ckpt.pt does not fit the model of this model.py (size '
+                                  'mismatch for token_embedding_table.weight', 'edited or written by another version']),
+    # Options that reached torch or AdamW unchecked.
+    'beta2_not_below_one': ('train.py', ['--beta2=1.0'], ['--beta2 must be at least 0 and below 1, got 1.0']),
+    'beta1_nan': ('train.py', ['--beta1=nan'], ['--beta1 must be at least 0 and below 1, got nan']),
+    'learning_rate_infinite': ('train.py', ['--learning_rate=inf'],
+                               ['--learning_rate must be a finite number, zero or more, got inf']),
+    'init_std_infinite': ('train.py', ['--init_std=inf'], ['init_std must be a positive finite number, got inf']),
+    'seed_too_large': ('train.py', ['--seed=18446744073709551616'],
+                       ['--seed must be an integer from -2**63 to 2**63 - 1, got 18446744073709551616']),
+    'sample_temperature_nan': ('sample.py', ['--out_dir={run}', '--temperature=nan'],
+                               ['--temperature must be a finite number, zero or more, got nan']),
+    'sample_seed_too_small': ('sample.py', ['--out_dir={run}', '--seed=-9223372036854775809'],
+                              ['--seed must be an integer from -2**63 to 2**63 - 1, got -9223372036854775809']),
+    'init_loss_vocab_of_one': ('init_loss.py', ['--vocab_size=1'], ['--vocab_size must be at least 2, got 1']),
+    'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
+    'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
+    # Sizes that cannot fit in any machine's memory: refused before anything is allocated or written
+    # (train.check_memory), or at the first allocation, which the allocator refuses at once. Either
+    # way the test allocates nothing.
+    'batch_too_large_for_memory': ('train.py', ['--batch_size=10000000000000'],
+                                   ['a training step needs at least ', ' more than the ',
+                                    ', with --batch_size=10000000000000, --block_size=16, '
+                                    '--gradient_accumulation_steps=1; use a smaller --batch_size or --block_size (a '
+                                    'larger --gradient_accumulation_steps keeps the tokens per iteration']),
+    'model_too_large_for_memory': ('train.py', ['--n_embd=10000000', '--n_head=1'],
+                                   ['the model (n_layer=1, n_embd=10000000, vocab_size=53) needs at least ',
+                                    'for its weights, gradients and AdamW state alone; use a smaller --n_layer or '
+                                    '--n_embd']),
+    'model_too_deep_for_memory': ('train.py', ['--n_layer=1000000000'],
+                                  ['the model (n_layer=1000000000, n_embd=32, vocab_size=53) needs at least ']),
+    'sample_too_many_samples': ('sample.py', ['--out_dir={run}', '--num_samples=10000000000000'],
+                                ['out of memory (could not allocate ',
+                                 '--num_samples=10000000000000, --max_new_tokens=5 on cpu; use smaller values']),
+    'sample_too_many_new_tokens': ('sample.py', ['--out_dir={run}', '--max_new_tokens=10000000000000'],
+                                   ['out of memory (could not allocate ',
+                                    '--num_samples=3, --max_new_tokens=10000000000000 on cpu; use smaller values']),
+    'init_loss_batch_too_large': ('init_loss.py', ['--batch_size=100000000000'],
+                                  ['measuring needs at least ', '--batch_size=100000000000, --block_size=64, '
+                                   '--vocab_size=50, --n_embd=32, --n_layer=1; use smaller values']),
+    'bench_batch_too_large': ('bench.py', ['--batch_size=10000000000000'],
+                              ['a training step needs at least ', '--batch_size=10000000000000, --block_size=16']),
+    'ablate_batch_too_large': ('ablate.py', ['--modes=tied,untied', '--batch_size=10000000000000'],
+                               ['a training step needs at least ', '--batch_size=10000000000000, --block_size=32']),
+}
+# Options every case of a script starts from: a small, quick setting (train.py's are tiny_train_args).
+SCRIPT_ARGS = {
+    'sample.py': ['--device=cpu', '--max_new_tokens=5'],
+    'init_loss.py': ['--n_layer=1', '--n_embd=32', '--n_head=2', '--vocab_size=50', '--seeds=1', '--modes=tied',
+                     '--device=cpu'],
+    'bench.py': ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=4', '--vocab_size=50',
+                 '--bench_warmup=1', '--bench_iters=2', '--device=cpu'],
+    'ablate.py': ['--quick', '--data_dir={data}', '--dataset=tiny', '--progress=false', '--device=cpu',
+                  '--out_dir={tmp}/out-{case}'],
+}
+
+
+# Copies of the tiny dataset, each with one inconsistency: name -> edit(folder, meta), meta.json then rewritten.
+BROKEN_DATA = {
+    # A meta.json that is consistent in itself (vocab_size and chars agree) but not with the bins.
+    'stale_meta': lambda folder, meta: meta.update(vocab_size=40, chars=meta['chars'][:40]),
+    'odd_bin': lambda folder, meta: open(folder / 'train.bin', 'ab').write(b'\0'),  # half a uint16 more
+    'float_dtype': lambda folder, meta: meta.update(dtype='float16'),
+    'chars_mismatch': lambda folder, meta: meta.update(vocab_size=40),
 }
 
 
@@ -155,6 +235,16 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
     for name, data in [('truncated', good[:len(good) // 2]), ('garbage', random.Random(0).randbytes(5000))]:
         (tmp / name).mkdir()
         (tmp / name / 'ckpt.pt').write_bytes(data)
+    for name, edit in BROKEN_DATA.items():
+        folder = tmp / name / 'tiny'
+        shutil.copytree(os.path.join(tiny_data, 'tiny'), folder)
+        meta = json.loads((folder / 'meta.json').read_text(encoding='utf-8'))
+        edit(folder, meta)
+        (folder / 'meta.json').write_text(json.dumps(meta), encoding='utf-8')
+    (tmp / 'misfit').mkdir()  # settings that its weights do not fit
+    ckpt = torch.load(os.path.join(trained, 'ckpt.pt'), weights_only=True)
+    ckpt['model_args'].update(n_embd=64, n_head=4)
+    torch.save(ckpt, tmp / 'misfit' / 'ckpt.pt')
     (tmp / 'weights_only').mkdir()
     torch.save(load_and_build(os.path.join(trained, 'ckpt.pt'))['model'], tmp / 'weights_only' / 'ckpt.pt')
 
@@ -166,7 +256,7 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
         if script == 'train.py':
             args = tiny_train_args(tiny_data, str(tmp / f'out-{case}')) + args
         else:
-            args = ['--device=cpu', '--max_new_tokens=5'] + args
+            args = [arg.format(case=case, **places) for arg in SCRIPT_ARGS[script]] + args
         return run(script, *args), [fragment.format(**places) for fragment in fragments]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -179,9 +269,12 @@ def test_bad_input_gets_one_clear_line(case, bad_input_results):
     assert_one_line_error(result, *fragments)
 
 
-def test_a_mistake_leaves_no_out_dir_behind(bad_input_results):
-    # Every check that only reads runs before the first write: a mistyped option creates nothing.
-    result, _ = bad_input_results['n_embd_not_divisible_by_n_head']
+@pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size',
+                                  'batch_too_large_for_memory', 'model_too_large_for_memory', 'ablate_batch_too_large'])
+def test_a_mistake_leaves_no_out_dir_behind(case, bad_input_results):
+    # Every check that only reads runs before the first write: a mistyped option creates nothing, and
+    # neither does a size that cannot fit in memory.
+    result, _ = bad_input_results[case]
     out_dirs = [arg for arg in result.args if arg.startswith('--out_dir=')]
     assert not os.path.exists(out_dirs[-1][len('--out_dir='):])
 
@@ -443,6 +536,92 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
     assert result.stderr.strip() == message.format(ckpt=ckpt_path, out=out_dir)
     assert load_and_build(ckpt_path)['iter_num'] == 10
     assert temp_files(out_dir) == []
+
+
+# ---------------------------------------------------------------- out of memory during a run
+
+def refused_allocation():
+    """Raise what torch's CPU allocator really raises when memory runs out: a request for 1 PiB, refused at
+    once (nothing is allocated). A GPU raises torch.OutOfMemoryError, the same handling."""
+    torch.empty(2 ** 50, dtype=torch.uint8)
+
+
+def files_of(folder):
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in sorted(os.listdir(folder))}
+
+
+OOM_ADVICE = ('--batch_size=8, --block_size=16, --gradient_accumulation_steps=1; use a smaller --batch_size or '
+              '--block_size (a larger --gradient_accumulation_steps keeps the tokens per iteration at no extra memory)')
+
+
+@pytest.mark.parametrize('start_from, fail_at, kept', [
+    ('resume', 10, 'the checkpoint of iteration 10 in {ckpt} is kept'),  # the first step after resuming
+    ('scratch', 0, 'no checkpoint of this run was saved yet'),
+    ('scratch', 7, 'the checkpoint of iteration 5 in {ckpt} is kept'),  # after a save
+], ids=['resume', 'scratch', 'after_a_save'])
+def test_out_of_memory_in_a_step_is_one_line_and_loses_nothing(start_from, fail_at, kept, tiny_data, trained,
+                                                                tmp_path, monkeypatch):
+    # What a batch too large for the device meets at its first step, at iteration fail_at.
+    out_dir = copy_of(trained, tmp_path) if start_from == 'resume' else str(tmp_path / 'out')
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    before = files_of(tmp_path / 'out') if start_from == 'resume' else {}
+    real_step, started = train.training_step, 10 if start_from == 'resume' else 0
+    steps = []
+
+    def step(*args, **kwargs):
+        steps.append(started + len(steps))
+        if steps[-1] == fail_at:
+            refused_allocation()
+        return real_step(*args, **kwargs)
+    monkeypatch.setattr(train, 'training_step', step)
+    cfg = train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=20, eval_interval=5) +
+                                 [f'--init_from={start_from}'])
+    with pytest.raises(UserError) as info:
+        train.train(cfg)
+    assert str(info.value) == (f"out of memory on cpu (could not allocate 1.0 PiB) at iteration {fail_at} with "
+                               f"{OOM_ADVICE}; {kept.format(ckpt=ckpt_path)}")
+    if fail_at in (0, 10):  # nothing had been written: out_dir is as it was, byte for byte (a new one empty)
+        assert files_of(tmp_path / 'out') == before
+    else:
+        assert load_and_build(ckpt_path)['iter_num'] == 5
+        assert [int(it) for it, _ in metrics_rows(out_dir)] == [0, 5]
+        assert temp_files(out_dir) == []
+
+
+def test_out_of_memory_in_bench_is_one_line(monkeypatch):
+    import bench
+
+    def step(*args, **kwargs):
+        refused_allocation()
+    monkeypatch.setattr(train, 'training_step', step)
+    with pytest.raises(UserError) as info:
+        bench.main(['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=8', '--vocab_size=50',
+                    '--bench_warmup=1', '--bench_iters=2', '--device=cpu'])
+    assert str(info.value) == f"out of memory (could not allocate 1.0 PiB); {OOM_ADVICE}"
+
+
+def test_out_of_memory_while_reading_data_or_preparing_it_is_one_line(tiny_data, tmp_path, monkeypatch):
+    # numpy's MemoryError, really raised ("Unable to allocate 1.00 PiB ..."): a dataset or a corpus
+    # larger than the machine's memory.
+    real_fromfile = np.fromfile
+
+    def fromfile(path, *args, **kwargs):
+        if str(path).endswith('val.bin'):
+            np.empty(2 ** 47)
+        return real_fromfile(path, *args, **kwargs)
+    monkeypatch.setattr(np, 'fromfile', fromfile)
+    with pytest.raises(UserError) as info:
+        train.load_splits(train.parse_train_args([f'--data_dir={tiny_data}', '--dataset=tiny']))
+    assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) reading {tiny_data}/tiny/val.bin: "
+                               f"train.py holds the prepared data in memory, 8 bytes a token; use less data or a "
+                               f"machine with more memory")
+    monkeypatch.setattr(prepare, 'tokenize', lambda text, tokenizer: np.empty(2 ** 47))
+    (tmp_path / 'book.txt').write_text('some text', encoding='utf-8')
+    with pytest.raises(UserError) as info:
+        prepare.main([f'--input={tmp_path / "book.txt"}', f'--out_dir={tmp_path / "data"}'])
+    assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) preparing --input={tmp_path / 'book.txt'}"
+                               f": prepare.py holds the whole text and its token ids in memory at once; use a smaller "
+                               f"file or a machine with more memory")
 
 
 # ---------------------------------------------------------------- prepare.py killed midway
