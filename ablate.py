@@ -1,17 +1,26 @@
 """
 The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
-budget, one run after another, and compare their losses and curves.
+budget, one run after another, and compare their losses and curves. One more row
+is no tie mode of its own: tied_untie, "tied, untied at 2/3", trains with --tie_mode=tied until
+iteration round(untie_at * max_iters) and with a head of its own after (train.py --untie_at;
+ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
 
     python ablate.py                                   # experiment 1: train.py's small char-level model, every mode
     python ablate.py config/ablate_char.py             # the same sized for a 2-core CPU (3 seeds, fewer iterations)
     python ablate.py config/ablate_bpe.py --zero_init_residual=true --out_dir=out-ablation-bpe-zero
     python ablate.py --modes=tied,untied,shuffle --seeds=3
+    python ablate.py --modes=tied,tied_untie --untie_at=0.5   # untie halfway instead of at 2/3
     python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
 
 Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
 init_from (ablate.py decides it). Each run is train.train itself, the loop of train.py, in
 out_dir/<mode>-seed<seed>/. The data order depends only on the seed, so for one seed every mode
 sees the same batches, and the evaluation batches are the same for all.
+
+The tied_untie row (out_dir/tied_untie-seed<seed>/) asks whether a late untie, the recipe of
+the GPT-2 speed-run record (model.GPT.untie), keeps what tying gives early and frees the head
+for the end. It is the `tied` run of the same seed, batch for batch, up to the untie, so the two
+rows differ only by what happens after it. Every other run trains with untie_at=None.
 
 Stopping and starting again: a finished run leaves result.json (with the settings it was made
 with) and is skipped when the command is run again; an interrupted run continues from its last
@@ -35,6 +44,7 @@ import shlex
 import statistics
 import sys
 import time
+from fractions import Fraction
 
 import plumbing
 import train
@@ -43,15 +53,21 @@ from init_loss import predicted_initial_loss
 from model import GPTConfig, TIE_MODES
 from prepare import load_meta
 
+# The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
+# is also its folder's, so no spaces or commas; the table and figure call it row_label(...).
+UNTIE_ROW = 'tied_untie'
+MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order
+
 # train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
 # because the table's 1 % point and the first hundred steps of the curves need every step.
 DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
 DEFAULTS.update(
     out_dir='out-ablation',
     log_interval=1,
-    modes=','.join(TIE_MODES),  # comma separated, trained in this order
+    modes=','.join(MODES),      # comma separated, trained in this order
     seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
     quick=False,                # the preset below
+    untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
 )
 ABLATE_KEYS = ('modes', 'seeds', 'quick')
 
@@ -62,6 +78,9 @@ QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=8, max_it
 
 # Keys that do not change what a run computes; all others must match to skip or resume a run.
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
+# Keys newer than some finished runs, with the value those runs were made with: plumbing's model keys,
+# and untie_at, which runs made before the tied_untie row do not record (none of them untied).
+LEGACY_RUN_KEYS = dict(plumbing.LEGACY_MODEL_ARGS, untie_at=None)
 
 # The table's "loss after f of the budget" is the mean training step loss over the logged iterations
 # within a factor WINDOW of iteration round(f * max_iters): evaluations happen only every eval_interval,
@@ -79,16 +98,46 @@ def parse_args(argv):
             raise UserError("ablate.py trains several tie modes: use --modes=a,b,c instead of --tie_mode")
         if arg.startswith('--init_from'):
             raise UserError("ablate.py decides --init_from itself: re-run the same command to resume an ablation")
+        if arg.startswith('--untie_at='):
+            # train.py's parser judges the value first, so a bad one (1.5, 0, abc) gets train.py's own
+            # message; ablate.py's float default would otherwise word some of them its own way.
+            if train.parse_train_args([arg])['untie_at'] is None:
+                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row "
+                                f"unties (no other row ever does); to train no such row, leave {UNTIE_ROW} out "
+                                f"of --modes")
     cfg = train.parse_train_args(argv, DEFAULTS)  # the same checks as train.py
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
-    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', TIE_MODES))  # a mode named twice is trained once
+    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', MODES))  # a mode named twice is trained once
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
     if cfg['max_iters'] < 1:
         raise UserError(f"--max_iters must be at least 1 for an ablation, got {cfg['max_iters']}")
+    # parse_train_args has checked untie_at's range with train.py's message. What train.py cannot know:
+    # rounded to an iteration, a fraction near 1 may untie after the last step, and the row labelled
+    # "untied" would be a copy of the tied one.
+    if UNTIE_ROW in cfg['modes'].split(',') and untie_iter(cfg) >= cfg['max_iters']:
+        raise UserError(f"--untie_at={cfg['untie_at']:g} unties at iteration {untie_iter(cfg)} of --max_iters="
+                        f"{cfg['max_iters']}, after the last step, so {UNTIE_ROW} would never untie; use a smaller "
+                        f"--untie_at or more --max_iters")
     return cfg
+
+
+def untie_iter(cfg):
+    """The iteration at which the tied_untie row unties, as train.py computes it."""
+    return round(cfg['untie_at'] * cfg['max_iters'])
+
+
+def fraction_text(x):
+    """2/3 for 0.666..., 1/2 for 0.5; a fraction with no small denominator as it was given (0.667)."""
+    f = Fraction(x).limit_denominator(12)
+    return f"{f.numerator}/{f.denominator}" if abs(float(f) - x) < 1e-9 else f"{x:g}"
+
+
+def row_label(mode, untie_at):
+    """The name a reader sees in the table and the figure."""
+    return f"tied, untied at {fraction_text(untie_at)}" if mode == UNTIE_ROW else mode
 
 
 def plan_runs(cfg):
@@ -96,10 +145,12 @@ def plan_runs(cfg):
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
     runs = []
     for mode in cfg['modes'].split(','):
+        untie = mode == UNTIE_ROW
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
-            run_cfg = dict(base, tie_mode=mode, seed=seed, init_from='scratch',
-                           out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
+            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
+            run_cfg = dict(base, tie_mode='tied' if untie else mode, untie_at=cfg['untie_at'] if untie else None,
+                           seed=seed, init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
 
@@ -120,8 +171,8 @@ def recorded_config(run_cfg):
 
 def check_same_config(wanted, saved, where, run_dir):
     """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
-    # A key newer than the run (plumbing.LEGACY_MODEL_ARGS) counts with the value the run was made with.
-    differ = [k for k in wanted if saved.get(k, plumbing.LEGACY_MODEL_ARGS.get(k)) != wanted[k]
+    # A key newer than the run (LEGACY_RUN_KEYS) counts with the value the run was made with.
+    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k]
               and not (k == 'vocab_size' and wanted[k] is None)]
     if differ:
         key = differ[0]
@@ -203,7 +254,7 @@ def loss_near(rows, center, last_iter):
     return sum(values) / len(values)
 
 
-def run_numbers(rows, result, cfg, vocab_size):
+def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
     first = rows[0]
@@ -211,7 +262,7 @@ def run_numbers(rows, result, cfg, vocab_size):
         params=result['summary']['params'],
         init_step_loss=first['step_loss'],
         init_val_loss=first['val_loss'],
-        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=result['mode']), vocab_size)),
+        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)),
         log_n=math.log(vocab_size),
     )
     for f in FRACTIONS:
@@ -274,7 +325,7 @@ def summarize(cfg, runs, vocab_size, argv):
             csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
         rows = [dict(iter=int(r['iter']), step_loss=number(r['step_loss']), train_loss=number(r['train_loss']),
                      val_loss=number(r['val_loss']), tokens_per_sec=number(r['tokens_per_sec'])) for r in raw]
-        per_mode.setdefault(mode, []).append(run_numbers(rows, result, cfg, vocab_size))
+        per_mode.setdefault(mode, []).append(run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size))
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
@@ -285,6 +336,7 @@ def summarize(cfg, runs, vocab_size, argv):
     seeds = [cfg['seed'] + k for k in range(cfg['seeds'])]
     max_iters = cfg['max_iters']
     points = {f: max(1, round(f * max_iters)) for f in FRACTIONS}
+    modes = list(per_mode)
     info = dict(
         command='python ablate.py ' + shlex.join(argv),
         machine=machine_line(),
@@ -293,6 +345,8 @@ def summarize(cfg, runs, vocab_size, argv):
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
                           f"iteration round(f * max_iters), the last iteration at most: " +
                           ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
+        labels={mode: row_label(mode, cfg['untie_at']) for mode in modes},
+        untie_iter=untie_iter(cfg) if UNTIE_ROW in modes else None,
         modes=table,
     )
     return csv_rows, info, curves
@@ -329,7 +383,13 @@ def markdown(info):
         '|---|' + '---:|' * len(COLUMNS),
     ]
     for mode, cells in info['modes'].items():
-        lines.append(f"| {mode} | " + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+        lines.append(f"| {info['labels'][mode]} | "
+                     + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+    untie = ""
+    if info['untie_iter'] is not None:
+        untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
+                 f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
+                 "a head of its own from there on (its params count both matrices); the other rows never untie. ")
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -337,6 +397,7 @@ def markdown(info):
         "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
         "and uniformly random tokens. "
         f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
+        + untie +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
         "",
         f"Command: `{info['command']}`",
@@ -381,6 +442,11 @@ def mean_curve(seed_rows, key):
     return iters, [statistics.fmean(by_iter[i]) for i in iters]
 
 
+def line_style(mode):
+    """Dashed for the untie row: until the untie it is the tied run, step for step, and would hide it."""
+    return (0, (4, 2)) if mode == UNTIE_ROW else '-'
+
+
 def plot(path, curves, info):
     """Training (light, smoothed) and validation (markers) curves of every mode, mean over seeds.
     Returns False, without a figure, where matplotlib is missing."""
@@ -402,9 +468,9 @@ def plot(path, curves, info):
         val_iters, val = mean_curve(seed_rows, 'val_loss')
         x = [i + 1 for i in iters]
         for ax in (ax_all, ax_end):
-            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0)
+            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
             ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
-                    label=mode)
+                    linestyle=line_style(mode), label=info['labels'][mode])
         starts[mode] = smoothed[0]
         lows.append(min(smoothed + val))
         ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \

@@ -11,8 +11,12 @@ import pytest
 import torch
 
 import ablate
-from conftest import REPO_ROOT, tiny_train_args
+import train
+from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
 from model import TIE_MODES
+
+SEEDS = (1337, 1338)
+UNTIE_ITER = round(2 / 3 * 20)  # the tied_untie row of run_ablation's 20 iterations
 
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
@@ -27,9 +31,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def run_ablation(data_dir, out_dir, *extra, **overrides):
+def ablation_args(data_dir, out_dir, *extra, **overrides):
     args = tiny_train_args(data_dir, out_dir, **dict(dict(max_iters=20, eval_interval=10, log_interval=1), **overrides))
-    args += list(extra)
+    return args + list(extra)
+
+
+def run_ablation(data_dir, out_dir, *extra, **overrides):
+    args = ablation_args(data_dir, out_dir, *extra, **overrides)
     return ablate.ablate(ablate.parse_args(args), args)
 
 
@@ -53,15 +61,16 @@ def every_mode(tiny_data, tmp_path_factory):
 
 def test_every_mode_and_seed_is_trained_and_summarised(every_mode):
     out_dir, done = every_mode
-    assert done['trained'] == [(m, s) for m in TIE_MODES for s in (1337, 1338)]
+    assert ablate.MODES == (*TIE_MODES, 'tied_untie')  # the untie row comes after the tie modes
+    assert done['trained'] == [(m, s) for m in ablate.MODES for s in (1337, 1338)]
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
     assert list(rows[0]) == list(ablate.CSV_FIELDS)
-    assert {r['mode'] for r in rows} == set(TIE_MODES)
-    for mode in TIE_MODES:
+    assert {r['mode'] for r in rows} == set(ablate.MODES)
+    for mode in ablate.MODES:
         for seed in ('1337', '1338'):
             assert [int(r['iter']) for r in rows if r['mode'] == mode and r['seed'] == seed] == list(range(21))
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
-    assert list(summary['modes']) == list(TIE_MODES)
+    assert list(summary['modes']) == list(ablate.MODES)
     assert summary['seeds'] == [1337, 1338]
     for mode, cells in summary['modes'].items():
         assert len(cells['init_step_loss']['per_seed']) == 2 and cells['init_step_loss']['std'] is not None
@@ -71,6 +80,10 @@ def test_every_mode_and_seed_is_trained_and_summarised(every_mode):
     for mode in TIE_MODES:
         assert f'| {mode} |' in table
     assert ' ± ' in table and 'Command: `python ablate.py ' in table and 'torch' in table
+    # The untie row is named by what it does, in the table, the figure's legend and summary.json.
+    assert '| tied, untied at 2/3 |' in table and '| tied_untie |' not in table
+    assert summary['labels']['tied_untie'] == 'tied, untied at 2/3' and summary['labels']['tied'] == 'tied'
+    assert summary['untie_iter'] == UNTIE_ITER and f'until iteration {UNTIE_ITER} = round(2/3 x 20)' in table
 
 
 def test_all_modes_saw_the_same_batches(every_mode):
@@ -78,7 +91,7 @@ def test_all_modes_saw_the_same_batches(every_mode):
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
     for seed in ('1337', '1338'):
         sequences = {mode: [r['data_fingerprint'] for r in rows if r['mode'] == mode and r['seed'] == seed]
-                     for mode in TIE_MODES}
+                     for mode in ablate.MODES}
         assert len(set(map(tuple, sequences.values()))) == 1, seed
         # The fingerprint moves with every batch (the row after the last iteration repeats the last one).
         assert len(set(sequences['tied'])) == 20
@@ -94,6 +107,76 @@ def test_the_figure_is_a_png(every_mode):
         data = f.read()
     assert data.startswith(PNG_MAGIC)
     assert 10_000 < len(data) < 200_000
+
+
+def checkpoint(out_dir, mode, seed):
+    return torch.load(os.path.join(out_dir, f'{mode}-seed{seed}', 'ckpt.pt'), map_location='cpu', weights_only=True)
+
+
+def test_the_untie_row_ends_untied_and_the_tied_row_tied(every_mode):
+    out_dir, _ = every_mode
+    for seed in SEEDS:
+        untied_late, tied = checkpoint(out_dir, 'tied_untie', seed), checkpoint(out_dir, 'tied', seed)
+        assert untied_late['head_untied'] is True and tied['head_untied'] is False
+        emb, head = untied_late['model']['token_embedding_table.weight'], untied_late['model']['lm_head.weight']
+        assert emb.data_ptr() != head.data_ptr() and not torch.equal(emb, head)
+        emb, head = tied['model']['token_embedding_table.weight'], tied['model']['lm_head.weight']
+        assert emb.data_ptr() == head.data_ptr()  # one tensor, saved once
+        # The same run as tied, batch for batch, up to the untie (which leaves the logits as they were,
+        # so the step at the untie iteration still agrees); apart after it.
+        steps = {mode: {int(r['iter']): r['step_loss']
+                        for r in read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))}
+                 for mode in ('tied', 'tied_untie')}
+        upto = range(UNTIE_ITER + 1)
+        assert [steps['tied_untie'][i] for i in upto] == [steps['tied'][i] for i in upto]
+        assert any(steps['tied_untie'][i] != steps['tied'][i] for i in range(UNTIE_ITER + 1, 20))
+
+
+def test_only_the_untie_row_is_given_untie_at(every_mode):
+    out_dir, _ = every_mode
+    for mode in ablate.MODES:
+        for seed in SEEDS:
+            config = json.load(open(os.path.join(out_dir, f'{mode}-seed{seed}', 'result.json')))['config']
+            assert config['untie_at'] == (2 / 3 if mode == 'tied_untie' else None), mode
+            assert config['tie_mode'] == ('tied' if mode == 'tied_untie' else mode)
+            assert checkpoint(out_dir, mode, seed)['head_untied'] is (mode == 'tied_untie'), mode
+
+
+def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_mode, tiny_data):
+    out_dir, _ = every_mode
+    before = run_files(out_dir)
+    bar = StopAfter(10 ** 9)  # a bar that does nothing; run_all alone, so the summaries stay as they are
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
+    done = ablate.run_all(cfg, ablate.plan_runs(cfg), bar)
+    assert done['skipped'] == [(m, s) for m in ablate.MODES for s in SEEDS] and not done['trained']
+    # --untie_at is no setting of the other rows: they are still the runs asked for.
+    modes = '--modes=' + ','.join(TIE_MODES)
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2', '--untie_at=0.5', modes))
+    assert cfg['untie_at'] == 0.5
+    assert len(ablate.run_all(cfg, ablate.plan_runs(cfg), bar)['skipped']) == 2 * len(TIE_MODES)
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2', '--untie_at=0.5'))
+    with pytest.raises(ablate.UserError, match=r'tied_untie-seed1337.*untie_at=0\.666.*untie_at=0\.5'):
+        ablate.run_all(cfg, ablate.plan_runs(cfg), bar)
+    assert run_files(out_dir) == before
+
+
+def test_runs_from_before_the_untie_row_are_skipped(tiny_data, tmp_path):
+    out_dir = str(tmp_path)
+    run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    for mode in ('tied', 'untied'):  # make them look as they were written before this version
+        run_dir = tmp_path / f'{mode}-seed1337'
+        result = json.load(open(run_dir / 'result.json'))
+        del result['config']['untie_at']
+        (run_dir / 'result.json').write_text(json.dumps(result))
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    assert done['skipped'] == [('tied', 1337), ('untied', 1337)] and not done['trained']
+    # An interrupted run's checkpoint from before the untie row: its missing untie_at counts as None.
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--modes=tied,tied_untie'))
+    (_, _, tied), (_, _, untie) = ablate.plan_runs(cfg)
+    old = {k: v for k, v in ablate.recorded_config(tied).items() if k not in ('untie_at', 'gelu_approx')}
+    ablate.check_same_config(ablate.recorded_config(tied), old, 'ckpt.pt', 'tied-seed1337')
+    with pytest.raises(ablate.UserError, match='untie_at=None.*untie_at=0.666'):
+        ablate.check_same_config(ablate.recorded_config(untie), old, 'ckpt.pt', 'tied_untie-seed1337')
 
 
 def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
@@ -164,6 +247,25 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_exactly(tiny_data, tmp_p
     assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
 
 
+def test_an_untie_row_interrupted_after_its_untie_resumes_exactly(tiny_data, tmp_path):
+    # Untie at iteration round(2/3 * 12) = 8, checkpoints every 3: the one at iteration 9 has two matrices.
+    budget = dict(max_iters=12, eval_interval=3)
+    straight = run_ablation(tiny_data, str(tmp_path / 'straight'), '--modes=tied_untie', **budget)
+    args = ablation_args(tiny_data, str(tmp_path / 'stopped'), '--modes=tied_untie', **budget)
+    cfg = ablate.parse_args(args)
+    with pytest.raises(KeyboardInterrupt):  # stopped during iteration 10
+        ablate.run_all(cfg, ablate.plan_runs(cfg), StopAfter(10))
+    assert checkpoint(tmp_path / 'stopped', 'tied_untie', 1337)['iter_num'] == 9
+    assert checkpoint(tmp_path / 'stopped', 'tied_untie', 1337)['head_untied'] is True
+    resumed = ablate.ablate(cfg, args)
+    assert resumed['resumed'] == [('tied_untie', 1337)]
+    final = [done['info']['modes']['tied_untie']['final_val_loss'] for done in (resumed, straight)]
+    assert final[0] == final[1]
+    key = ('iter', 'step_loss', 'val_loss', 'data_fingerprint')
+    rows_a, rows_b = (read_csv(tmp_path / run / 'ablation.csv') for run in ('straight', 'stopped'))
+    assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
+
+
 def test_settings_that_differ_from_a_finished_run_are_refused(tiny_data, tmp_path):
     run_ablation(tiny_data, str(tmp_path), '--modes=tied')
     with pytest.raises(ablate.UserError, match='learning_rate=0.003.*learning_rate=0.001'):
@@ -176,7 +278,32 @@ def test_a_bad_mode_gives_one_line_listing_the_modes_and_exit_2():
     assert result.returncode == 2
     assert 'Traceback' not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith('error: ') and "'tide'" in result.stderr
-    assert ', '.join(TIE_MODES) in result.stderr
+    assert ', '.join(TIE_MODES) in result.stderr and 'tied_untie' in result.stderr
+
+
+def test_a_bad_untie_at_is_train_pys_one_line_error():
+    line = assert_one_line_error(run('ablate.py', '--modes=tied_untie', '--untie_at=1.5'), '--untie_at', '1.5')
+    assert line == assert_one_line_error(run('train.py', '--untie_at=1.5'))
+
+
+@pytest.mark.parametrize('value', ['1.5', '0', '1', '-0.2', 'abc', 'true', '2/3'])
+def test_every_bad_untie_at_is_worded_as_train_py_words_it(value):
+    with pytest.raises(ablate.UserError) as in_train:
+        train.parse_train_args([f'--untie_at={value}'])
+    with pytest.raises(ablate.UserError) as in_ablate:
+        ablate.parse_args(['--modes=tied,tied_untie', f'--untie_at={value}'])
+    assert str(in_ablate.value) == str(in_train.value)
+
+
+def test_untie_at_that_would_never_untie_is_refused_where_the_row_is_asked_for():
+    args = ['--untie_at=0.99', '--max_iters=20']
+    with pytest.raises(ablate.UserError, match='iteration 20 of --max_iters=20.*never untie'):
+        ablate.parse_args(args + ['--modes=tied,tied_untie'])
+    assert ablate.parse_args(args + ['--modes=tied'])['untie_at'] == 0.99  # no untie row: nothing to refuse
+    # 0.97 * 20 rounds to iteration 19, the last step: allowed
+    assert ablate.parse_args(['--untie_at=0.97', '--max_iters=20', '--modes=tied_untie'])['untie_at'] == 0.97
+    with pytest.raises(ablate.UserError, match='leave tied_untie out of --modes'):
+        ablate.parse_args(['--untie_at=None'])
 
 
 @pytest.mark.parametrize('args, culprit', [
