@@ -1,6 +1,6 @@
 """
 The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
-budget, one run after another, and compare their losses and curves. One more row
+budget, one run after another, and compare their losses, curves and copy probes. One more row
 is no tie mode of its own: tied_untie, "tied, untied at 2/3", trains with --tie_mode=tied until
 iteration round(untie_at * max_iters) and with a head of its own after (train.py --untie_at;
 ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
@@ -28,11 +28,20 @@ checkpoint; a run made with different settings stops the ablation with an error 
 mixing results. So Ctrl-C and re-running the same command loses at most one eval_interval.
 
 Writes to out_dir:
-    ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint)
+    ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint,
+                      and train.py's copy probe: copy_prob, repeat_rate, self_margin, grad_norm)
     summary.md        one row per mode: parameters, initial loss next to the predicted one and log n,
-                      loss after 1 %, 10 % and 100 % of the budget, validation loss, tokens/s
+                      loss after 1 %, 10 % and 100 % of the budget, validation loss, copy_prob at the start
+                      and the end and the iteration by which the copying start is unlearned, tokens/s
     summary.json      the same numbers, per seed and as mean and std over seeds
     loss_curves.png   every mode on one figure (needs matplotlib)
+
+"Unlearned copy by" is the first evaluated iteration at which copy_prob (the probability the model
+gives to "the next token is this token") is below twice repeat_rate (how often the validation text
+really repeats its token, what a calibrated model would give): from there on the model copies no
+more than the text calls for, within a factor 2. A tied model with identity blocks starts near
+copy_prob 1 (DESIGN.md, (*)); the other modes start near 1/n, which is below the line wherever
+the text repeats more than one token in 2n.
 """
 
 import csv
@@ -89,7 +98,10 @@ FRACTIONS = (0.01, 0.1, 1.0)
 WINDOW = 1.25
 
 CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
-              'data_fingerprint')
+              'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+# metrics.csv columns read as numbers; runs older than the copy probe lack the last four (None then).
+METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_prob', 'repeat_rate', 'self_margin',
+               'grad_norm')
 
 
 def parse_args(argv):
@@ -254,6 +266,13 @@ def loss_near(rows, center, last_iter):
     return sum(values) / len(values)
 
 
+def unlearned_copy_iter(rows):
+    """The first evaluated iteration at which copy_prob < 2 * repeat_rate (see the docstring), or None:
+    never within the run, or a metrics.csv from before the copy probe."""
+    return min((r['iter'] for r in rows if r.get('copy_prob') is not None and r.get('repeat_rate') is not None
+                and r['copy_prob'] < 2 * r['repeat_rate']), default=None)
+
+
 def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
@@ -269,6 +288,11 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
     numbers['final_val_loss'] = result['summary']['val_loss']
     numbers['best_val_loss'] = result['summary']['best_val_loss']
+    probed = [r for r in rows if r['copy_prob'] is not None]  # the evaluations, in a run newer than the probe
+    numbers['init_copy_prob'] = next((r['copy_prob'] for r in probed if r['iter'] == 0), None)
+    numbers['unlearned_copy_iter'] = unlearned_copy_iter(rows)
+    numbers['final_copy_prob'] = max(probed, key=lambda r: r['iter'])['copy_prob'] if probed else None
+    numbers['probed'] = bool(probed)  # tells "never unlearned" (an iteration of None) from "not measured"
     # The median over logged steps: the machine may be shared, and a single window can stall.
     numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
     return numbers
@@ -306,6 +330,9 @@ COLUMNS = [  # (key, header, format)
     ('train_loss_1', 'train loss @100 %', '{:.3f}'),
     ('final_val_loss', 'val loss at end', '{:.3f}'),
     ('best_val_loss', 'best val loss', '{:.3f}'),
+    ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
+    ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
+    ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
     ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
 ]
 
@@ -323,8 +350,8 @@ def summarize(cfg, runs, vocab_size, argv):
         raw = read_metrics(run_cfg['out_dir'])
         for r in raw:
             csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
-        rows = [dict(iter=int(r['iter']), step_loss=number(r['step_loss']), train_loss=number(r['train_loss']),
-                     val_loss=number(r['val_loss']), tokens_per_sec=number(r['tokens_per_sec'])) for r in raw]
+        # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
+        rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
         per_mode.setdefault(mode, []).append(run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size))
         curves.setdefault(mode, []).append(rows)
     table = {}
@@ -333,9 +360,17 @@ def summarize(cfg, runs, vocab_size, argv):
         for key, _, _ in COLUMNS:
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
+        # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
+        # with them, so that "2 of 3 seeds" is never read as all three.
+        table[mode]['unlearned_copy_iter'].update(
+            seeds_reached=sum(n['unlearned_copy_iter'] is not None for n in seed_numbers),
+            seeds_probed=sum(n['probed'] for n in seed_numbers))
     seeds = [cfg['seed'] + k for k in range(cfg['seeds'])]
     max_iters = cfg['max_iters']
     points = {f: max(1, round(f * max_iters)) for f in FRACTIONS}
+    # The same fixed validation batches at every evaluation of a seed, whatever the mode: one number.
+    repeat_rates = [r['repeat_rate'] for seed_rows in curves.values() for rows in seed_rows for r in rows
+                    if r['repeat_rate'] is not None]
     modes = list(per_mode)
     info = dict(
         command='python ablate.py ' + shlex.join(argv),
@@ -347,6 +382,9 @@ def summarize(cfg, runs, vocab_size, argv):
                           ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
         labels={mode: row_label(mode, cfg['untie_at']) for mode in modes},
         untie_iter=untie_iter(cfg) if UNTIE_ROW in modes else None,
+        repeat_rate=statistics.fmean(repeat_rates) if repeat_rates else None,
+        unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
+                        "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
     )
     return csv_rows, info, curves
@@ -361,6 +399,8 @@ def fmt(cell, spec, key):
     text = spec.format(cell['mean'])
     if cell['std'] is not None and key not in SEED_FREE:
         text += ' ± ' + spec.format(cell['std'])
+    if cell.get('seeds_reached', 0) < cell.get('seeds_probed', 0):
+        text += f" ({cell['seeds_reached']} of {cell['seeds_probed']} seeds)"
     return text
 
 
@@ -385,6 +425,8 @@ def markdown(info):
     for mode, cells in info['modes'].items():
         lines.append(f"| {info['labels'][mode]} | "
                      + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+    repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
+              else "not measured: these runs predate the copy probe")
     untie = ""
     if info['untie_iter'] is not None:
         untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
@@ -397,7 +439,10 @@ def markdown(info):
         "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
         "and uniformly random tokens. "
         f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
-        + untie +
+        "copy_prob: the probability the model gives to the next token being the current one, on the validation "
+        "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
+        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
+        f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
         "",
         f"Command: `{info['command']}`",

@@ -4,6 +4,7 @@ resuming an interrupted one exactly, refusing to mix settings, and its command-l
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -15,6 +16,8 @@ import train
 from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
 from model import TIE_MODES
 
+# The four metrics.csv columns of the copy probe, which runs made before it lack.
+PROBE_FIELDS = ('copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
 SEEDS = (1337, 1338)
 UNTIE_ITER = round(2 / 3 * 20)  # the tied_untie row of run_ablation's 20 iterations
 
@@ -142,6 +145,60 @@ def test_only_the_untie_row_is_given_untie_at(every_mode):
             assert checkpoint(out_dir, mode, seed)['head_untied'] is (mode == 'tied_untie'), mode
 
 
+def test_the_copy_columns_are_those_of_the_runs_metrics(every_mode):
+    out_dir, done = every_mode
+    summary = json.load(open(os.path.join(out_dir, 'summary.json')))
+    repeat_rates = []
+    for mode in ablate.MODES:
+        start, end, unlearned = [], [], []
+        for seed in SEEDS:
+            rows = read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))
+            evals = [r for r in rows if r['copy_prob']]
+            assert [int(r['iter']) for r in evals] == [0, 10, 20]
+            start.append(float(evals[0]['copy_prob']))
+            end.append(float(evals[-1]['copy_prob']))
+            unlearned.append(next((int(r['iter']) for r in evals
+                                   if float(r['copy_prob']) < 2 * float(r['repeat_rate'])), None))
+            repeat_rates += [float(r['repeat_rate']) for r in evals]
+        cells = summary['modes'][mode]
+        assert cells['init_copy_prob']['per_seed'] == start
+        assert cells['final_copy_prob']['per_seed'] == end
+        assert cells['init_copy_prob']['mean'] == pytest.approx(statistics.fmean(start))
+        assert cells['final_copy_prob']['std'] == pytest.approx(statistics.stdev(end))
+        assert cells['unlearned_copy_iter']['per_seed'] == unlearned
+        reached = [u for u in unlearned if u is not None]
+        assert cells['unlearned_copy_iter']['mean'] == (pytest.approx(statistics.fmean(reached)) if reached else None)
+        assert cells['unlearned_copy_iter']['seeds_reached'] == len(reached)
+        assert cells['unlearned_copy_iter']['seeds_probed'] == 2
+    assert summary['repeat_rate'] == pytest.approx(statistics.fmean(repeat_rates))
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert '| copy_prob at start | unlearned copy by | copy_prob at end |' in table
+    row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
+    start = summary['modes']['tied']['init_copy_prob']
+    assert row[len(ablate.COLUMNS) - 3] == f"{start['mean']:.3g} ± {start['std']:.3g}"
+    # ablation.csv carries the probe: at the evaluations, and the gradient norm at the steps.
+    for r in read_csv(os.path.join(out_dir, 'ablation.csv')):
+        assert bool(r['copy_prob']) == bool(r['repeat_rate']) == bool(r['val_loss'])
+        assert bool(r['grad_norm']) == (int(r['iter']) < 20)
+
+
+def test_unlearned_copy_iter_is_the_first_evaluation_below_twice_the_repeat_rate():
+    def rows(*evals):  # (iter, copy_prob, repeat_rate), with a step row without the probe between each
+        out = []
+        for it, copy, repeat in evals:
+            out += [dict(iter=it, copy_prob=copy, repeat_rate=repeat),
+                    dict(iter=it + 1, copy_prob=None, repeat_rate=None)]
+        return out
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.3, 0.03), (20, 0.059, 0.03), (30, 0.02, 0.03))) == 20
+    # 0.06 is twice 0.03, not below it
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.06, 0.03), (20, 0.07, 0.03))) is None
+    assert ablate.unlearned_copy_iter(rows((0, 0.01, 0.03), (10, 0.02, 0.03))) == 0  # below from the start: 0, not None
+    assert ablate.unlearned_copy_iter(rows((20, 0.01, 0.03), (0, 0.9, 0.03), (10, 0.05, 0.03))) == 10  # in any order
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.0), (10, 1e-6, 0.0))) is None  # a text that never repeats
+    assert ablate.unlearned_copy_iter([dict(iter=0), dict(iter=10)]) is None  # a metrics.csv from before the probe
+    assert ablate.unlearned_copy_iter([]) is None
+
+
 def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_mode, tiny_data):
     out_dir, _ = every_mode
     before = run_files(out_dir)
@@ -160,7 +217,7 @@ def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_
     assert run_files(out_dir) == before
 
 
-def test_runs_from_before_the_untie_row_are_skipped(tiny_data, tmp_path):
+def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summarised(tiny_data, tmp_path):
     out_dir = str(tmp_path)
     run_ablation(tiny_data, out_dir, '--modes=tied,untied')
     for mode in ('tied', 'untied'):  # make them look as they were written before this version
@@ -168,8 +225,25 @@ def test_runs_from_before_the_untie_row_are_skipped(tiny_data, tmp_path):
         result = json.load(open(run_dir / 'result.json'))
         del result['config']['untie_at']
         (run_dir / 'result.json').write_text(json.dumps(result))
+        rows = read_csv(run_dir / 'metrics.csv')
+        fields = [k for k in rows[0] if k not in PROBE_FIELDS]
+        with open(run_dir / 'metrics.csv', 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
+            writer.writeheader()
+            writer.writerows(rows)
     done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
     assert done['skipped'] == [('tied', 1337), ('untied', 1337)] and not done['trained']
+    assert done['info']['repeat_rate'] is None
+    for mode in ('tied', 'untied'):
+        cells = done['info']['modes'][mode]
+        assert cells['final_val_loss']['mean'] is not None
+        for key in ('init_copy_prob', 'unlearned_copy_iter', 'final_copy_prob'):
+            assert cells[key]['mean'] is None and cells[key]['per_seed'] == [None]
+        assert cells['unlearned_copy_iter']['seeds_probed'] == 0
+    table = open(tmp_path / 'summary.md').read()
+    row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
+    assert row[-4:-1] == ['–', '–', '–'] and 'not measured' in table
+    assert all(r[k] == '' for r in read_csv(tmp_path / 'ablation.csv') for k in PROBE_FIELDS)
     # An interrupted run's checkpoint from before the untie row: its missing untie_at counts as None.
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--modes=tied,tied_untie'))
     (_, _, tied), (_, _, untie) = ablate.plan_runs(cfg)
@@ -261,7 +335,7 @@ def test_an_untie_row_interrupted_after_its_untie_resumes_exactly(tiny_data, tmp
     assert resumed['resumed'] == [('tied_untie', 1337)]
     final = [done['info']['modes']['tied_untie']['final_val_loss'] for done in (resumed, straight)]
     assert final[0] == final[1]
-    key = ('iter', 'step_loss', 'val_loss', 'data_fingerprint')
+    key = ('iter', 'step_loss', 'val_loss', 'copy_prob', 'data_fingerprint')
     rows_a, rows_b = (read_csv(tmp_path / run / 'ablation.csv') for run in ('straight', 'stopped'))
     assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
 
