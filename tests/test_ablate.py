@@ -199,6 +199,26 @@ def test_unlearned_copy_iter_is_the_first_evaluation_below_twice_the_repeat_rate
     assert ablate.unlearned_copy_iter([]) is None
 
 
+def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    import matplotlib.figure
+    out_dir, done = every_mode
+    figures, savefig = [], matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, 'savefig',
+                        lambda fig, *a, **k: (figures.append(fig), savefig(fig, *a, **k)))
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
+    _, info, curves = ablate.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
+    assert ablate.plot(str(tmp_path / 'curves.png'), curves, info)
+    (fig,) = figures
+    assert len(fig.axes) == 3
+    ax = fig.axes[2]
+    assert ax.get_yscale() == 'log'
+    assert ax.get_legend_handles_labels()[1] == [info['labels'][m] for m in ablate.MODES]
+    reference = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == '_repeat rate of the text']
+    assert reference == [pytest.approx(info['repeat_rate'])]
+    assert (tmp_path / 'curves.png').read_bytes().startswith(PNG_MAGIC)
+
+
 def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_mode, tiny_data):
     out_dir, _ = every_mode
     before = run_files(out_dir)
