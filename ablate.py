@@ -1,11 +1,15 @@
 """
 The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
-budget, one run after another, and compare their losses and curves.
+budget, one run after another, and compare their losses, curves and copy probes. One more row
+is no tie mode of its own: tied_untie, "tied, untied at 2/3", trains with --tie_mode=tied until
+iteration round(untie_at * max_iters) and with a head of its own after (train.py --untie_at;
+ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
 
     python ablate.py                                   # experiment 1: train.py's small char-level model, every mode
     python ablate.py config/ablate_char.py             # the same sized for a 2-core CPU (3 seeds, fewer iterations)
     python ablate.py config/ablate_bpe.py --zero_init_residual=true --out_dir=out-ablation-bpe-zero
     python ablate.py --modes=tied,untied,shuffle --seeds=3
+    python ablate.py --modes=tied,tied_untie --untie_at=0.5   # untie halfway instead of at 2/3
     python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
 
 Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
@@ -13,17 +17,32 @@ init_from (ablate.py decides it). Each run is train.train itself, the loop of tr
 out_dir/<mode>-seed<seed>/. The data order depends only on the seed, so for one seed every mode
 sees the same batches, and the evaluation batches are the same for all.
 
+The tied_untie row (out_dir/tied_untie-seed<seed>/) asks whether a late untie, the recipe of
+the GPT-2 speed-run record (model.GPT.untie), keeps what tying gives early and frees the head
+for the end. It is the `tied` run of the same seed, batch for batch, up to the untie, so the two
+rows differ only by what happens after it. Every other run trains with untie_at=None.
+
 Stopping and starting again: a finished run leaves result.json (with the settings it was made
 with) and is skipped when the command is run again; an interrupted run continues from its last
 checkpoint; a run made with different settings stops the ablation with an error instead of
 mixing results. So Ctrl-C and re-running the same command loses at most one eval_interval.
 
 Writes to out_dir:
-    ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint)
+    ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint,
+                      and train.py's copy probe: copy_prob, repeat_rate, self_margin, grad_norm)
     summary.md        one row per mode: parameters, initial loss next to the predicted one and log n,
-                      loss after 1 %, 10 % and 100 % of the budget, validation loss, tokens/s
+                      loss after 1 %, 10 % and 100 % of the budget, validation loss, copy_prob at the start
+                      and the end and the iteration by which the copying start is unlearned, tokens/s
     summary.json      the same numbers, per seed and as mean and std over seeds
-    loss_curves.png   every mode on one figure (needs matplotlib)
+    loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
+                      against the text's own repeat rate (needs matplotlib)
+
+"Unlearned copy by" is the first evaluated iteration at which copy_prob (the probability the model
+gives to "the next token is this token") is below twice repeat_rate (how often the validation text
+really repeats its token, what a calibrated model would give): from there on the model copies no
+more than the text calls for, within a factor 2. A tied model with identity blocks starts near
+copy_prob 1 (DESIGN.md, (*)); the other modes start near 1/n, which is below the line wherever
+the text repeats more than one token in 2n.
 """
 
 import csv
@@ -35,6 +54,7 @@ import shlex
 import statistics
 import sys
 import time
+from fractions import Fraction
 
 import plumbing
 import train
@@ -43,15 +63,21 @@ from init_loss import predicted_initial_loss
 from model import GPTConfig, TIE_MODES
 from prepare import load_meta
 
+# The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
+# is also its folder's, so no spaces or commas; the table and figure call it row_label(...).
+UNTIE_ROW = 'tied_untie'
+MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order
+
 # train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
 # because the table's 1 % point and the first hundred steps of the curves need every step.
 DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
 DEFAULTS.update(
     out_dir='out-ablation',
     log_interval=1,
-    modes=','.join(TIE_MODES),  # comma separated, trained in this order
+    modes=','.join(MODES),      # comma separated, trained in this order
     seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
     quick=False,                # the preset below
+    untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
 )
 ABLATE_KEYS = ('modes', 'seeds', 'quick')
 
@@ -62,6 +88,9 @@ QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, batch_size=8, max_it
 
 # Keys that do not change what a run computes; all others must match to skip or resume a run.
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
+# Keys newer than some finished runs, with the value those runs were made with: plumbing's model keys,
+# and untie_at, which runs made before the tied_untie row do not record (none of them untied).
+LEGACY_RUN_KEYS = dict(plumbing.LEGACY_MODEL_ARGS, untie_at=None)
 
 # The table's "loss after f of the budget" is the mean training step loss over the logged iterations
 # within a factor WINDOW of iteration round(f * max_iters): evaluations happen only every eval_interval,
@@ -70,7 +99,10 @@ FRACTIONS = (0.01, 0.1, 1.0)
 WINDOW = 1.25
 
 CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
-              'data_fingerprint')
+              'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+# metrics.csv columns read as numbers; runs older than the copy probe lack the last four (None then).
+METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_prob', 'repeat_rate', 'self_margin',
+               'grad_norm')
 
 
 def parse_args(argv):
@@ -79,16 +111,46 @@ def parse_args(argv):
             raise UserError("ablate.py trains several tie modes: use --modes=a,b,c instead of --tie_mode")
         if arg.startswith('--init_from'):
             raise UserError("ablate.py decides --init_from itself: re-run the same command to resume an ablation")
+        if arg.startswith('--untie_at='):
+            # train.py's parser judges the value first, so a bad one (1.5, 0, abc) gets train.py's own
+            # message; ablate.py's float default would otherwise word some of them its own way.
+            if train.parse_train_args([arg])['untie_at'] is None:
+                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row "
+                                f"unties (no other row ever does); to train no such row, leave {UNTIE_ROW} out "
+                                f"of --modes")
     cfg = train.parse_train_args(argv, DEFAULTS)  # the same checks as train.py
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
-    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', TIE_MODES))  # a mode named twice is trained once
+    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', MODES))  # a mode named twice is trained once
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
     if cfg['max_iters'] < 1:
         raise UserError(f"--max_iters must be at least 1 for an ablation, got {cfg['max_iters']}")
+    # parse_train_args has checked untie_at's range with train.py's message. What train.py cannot know:
+    # rounded to an iteration, a fraction near 1 may untie after the last step, and the row labelled
+    # "untied" would be a copy of the tied one.
+    if UNTIE_ROW in cfg['modes'].split(',') and untie_iter(cfg) >= cfg['max_iters']:
+        raise UserError(f"--untie_at={cfg['untie_at']:g} unties at iteration {untie_iter(cfg)} of --max_iters="
+                        f"{cfg['max_iters']}, after the last step, so {UNTIE_ROW} would never untie; use a smaller "
+                        f"--untie_at or more --max_iters")
     return cfg
+
+
+def untie_iter(cfg):
+    """The iteration at which the tied_untie row unties, as train.py computes it."""
+    return round(cfg['untie_at'] * cfg['max_iters'])
+
+
+def fraction_text(x):
+    """2/3 for 0.666..., 1/2 for 0.5; a fraction with no small denominator as it was given (0.667)."""
+    f = Fraction(x).limit_denominator(12)
+    return f"{f.numerator}/{f.denominator}" if abs(float(f) - x) < 1e-9 else f"{x:g}"
+
+
+def row_label(mode, untie_at):
+    """The name a reader sees in the table and the figure."""
+    return f"tied, untied at {fraction_text(untie_at)}" if mode == UNTIE_ROW else mode
 
 
 def plan_runs(cfg):
@@ -96,10 +158,12 @@ def plan_runs(cfg):
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
     runs = []
     for mode in cfg['modes'].split(','):
+        untie = mode == UNTIE_ROW
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
-            run_cfg = dict(base, tie_mode=mode, seed=seed, init_from='scratch',
-                           out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
+            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
+            run_cfg = dict(base, tie_mode='tied' if untie else mode, untie_at=cfg['untie_at'] if untie else None,
+                           seed=seed, init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
 
@@ -120,8 +184,8 @@ def recorded_config(run_cfg):
 
 def check_same_config(wanted, saved, where, run_dir):
     """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
-    # A key newer than the run (plumbing.LEGACY_MODEL_ARGS) counts with the value the run was made with.
-    differ = [k for k in wanted if saved.get(k, plumbing.LEGACY_MODEL_ARGS.get(k)) != wanted[k]
+    # A key newer than the run (LEGACY_RUN_KEYS) counts with the value the run was made with.
+    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k]
               and not (k == 'vocab_size' and wanted[k] is None)]
     if differ:
         key = differ[0]
@@ -203,7 +267,14 @@ def loss_near(rows, center, last_iter):
     return sum(values) / len(values)
 
 
-def run_numbers(rows, result, cfg, vocab_size):
+def unlearned_copy_iter(rows):
+    """The first evaluated iteration at which copy_prob < 2 * repeat_rate (see the docstring), or None:
+    never within the run, or a metrics.csv from before the copy probe."""
+    return min((r['iter'] for r in rows if r.get('copy_prob') is not None and r.get('repeat_rate') is not None
+                and r['copy_prob'] < 2 * r['repeat_rate']), default=None)
+
+
+def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
     first = rows[0]
@@ -211,13 +282,18 @@ def run_numbers(rows, result, cfg, vocab_size):
         params=result['summary']['params'],
         init_step_loss=first['step_loss'],
         init_val_loss=first['val_loss'],
-        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=result['mode']), vocab_size)),
+        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)),
         log_n=math.log(vocab_size),
     )
     for f in FRACTIONS:
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
     numbers['final_val_loss'] = result['summary']['val_loss']
     numbers['best_val_loss'] = result['summary']['best_val_loss']
+    probed = [r for r in rows if r['copy_prob'] is not None]  # the evaluations, in a run newer than the probe
+    numbers['init_copy_prob'] = next((r['copy_prob'] for r in probed if r['iter'] == 0), None)
+    numbers['unlearned_copy_iter'] = unlearned_copy_iter(rows)
+    numbers['final_copy_prob'] = max(probed, key=lambda r: r['iter'])['copy_prob'] if probed else None
+    numbers['probed'] = bool(probed)  # tells "never unlearned" (an iteration of None) from "not measured"
     # The median over logged steps: the machine may be shared, and a single window can stall.
     numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
     return numbers
@@ -255,6 +331,9 @@ COLUMNS = [  # (key, header, format)
     ('train_loss_1', 'train loss @100 %', '{:.3f}'),
     ('final_val_loss', 'val loss at end', '{:.3f}'),
     ('best_val_loss', 'best val loss', '{:.3f}'),
+    ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
+    ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
+    ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
     ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
 ]
 
@@ -272,9 +351,9 @@ def summarize(cfg, runs, vocab_size, argv):
         raw = read_metrics(run_cfg['out_dir'])
         for r in raw:
             csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
-        rows = [dict(iter=int(r['iter']), step_loss=number(r['step_loss']), train_loss=number(r['train_loss']),
-                     val_loss=number(r['val_loss']), tokens_per_sec=number(r['tokens_per_sec'])) for r in raw]
-        per_mode.setdefault(mode, []).append(run_numbers(rows, result, cfg, vocab_size))
+        # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
+        rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
+        per_mode.setdefault(mode, []).append(run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size))
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
@@ -282,9 +361,18 @@ def summarize(cfg, runs, vocab_size, argv):
         for key, _, _ in COLUMNS:
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
+        # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
+        # with them, so that "2 of 3 seeds" is never read as all three.
+        table[mode]['unlearned_copy_iter'].update(
+            seeds_reached=sum(n['unlearned_copy_iter'] is not None for n in seed_numbers),
+            seeds_probed=sum(n['probed'] for n in seed_numbers))
     seeds = [cfg['seed'] + k for k in range(cfg['seeds'])]
     max_iters = cfg['max_iters']
     points = {f: max(1, round(f * max_iters)) for f in FRACTIONS}
+    # The same fixed validation batches at every evaluation of a seed, whatever the mode: one number.
+    repeat_rates = [r['repeat_rate'] for seed_rows in curves.values() for rows in seed_rows for r in rows
+                    if r['repeat_rate'] is not None]
+    modes = list(per_mode)
     info = dict(
         command='python ablate.py ' + shlex.join(argv),
         machine=machine_line(),
@@ -293,6 +381,11 @@ def summarize(cfg, runs, vocab_size, argv):
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
                           f"iteration round(f * max_iters), the last iteration at most: " +
                           ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
+        labels={mode: row_label(mode, cfg['untie_at']) for mode in modes},
+        untie_iter=untie_iter(cfg) if UNTIE_ROW in modes else None,
+        repeat_rate=statistics.fmean(repeat_rates) if repeat_rates else None,
+        unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
+                        "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
     )
     return csv_rows, info, curves
@@ -307,6 +400,8 @@ def fmt(cell, spec, key):
     text = spec.format(cell['mean'])
     if cell['std'] is not None and key not in SEED_FREE:
         text += ' ± ' + spec.format(cell['std'])
+    if cell.get('seeds_reached', 0) < cell.get('seeds_probed', 0):
+        text += f" ({cell['seeds_reached']} of {cell['seeds_probed']} seeds)"
     return text
 
 
@@ -329,7 +424,15 @@ def markdown(info):
         '|---|' + '---:|' * len(COLUMNS),
     ]
     for mode, cells in info['modes'].items():
-        lines.append(f"| {mode} | " + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+        lines.append(f"| {info['labels'][mode]} | "
+                     + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+    repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
+              else "not measured: these runs predate the copy probe")
+    untie = ""
+    if info['untie_iter'] is not None:
+        untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
+                 f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
+                 "a head of its own from there on (its params count both matrices); the other rows never untie. ")
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -337,6 +440,10 @@ def markdown(info):
         "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
         "and uniformly random tokens. "
         f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
+        "copy_prob: the probability the model gives to the next token being the current one, on the validation "
+        "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
+        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
+        f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
         "",
         f"Command: `{info['command']}`",
@@ -381,9 +488,49 @@ def mean_curve(seed_rows, key):
     return iters, [statistics.fmean(by_iter[i]) for i in iters]
 
 
+def line_style(mode):
+    """Dashed for the untie row: until the untie it is the tied run, step for step, and would hide it."""
+    return (0, (4, 2)) if mode == UNTIE_ROW else '-'
+
+
+def plot_copy(ax, curves, info, colors):
+    """Right panel: copy_prob at the evaluations, on a log axis, since a tied start near 1 and the others'
+    near 1/n are orders of magnitude apart; the text's repeat rate (dashed) is where a model that copies
+    only as often as the text repeats ends up."""
+    drawn = []
+    for k, (mode, seed_rows) in enumerate(curves.items()):
+        iters, copy = mean_curve(seed_rows, 'copy_prob')
+        if iters:
+            ax.plot(iters, copy, color=colors[k % len(colors)], marker='o', markersize=3.5, linewidth=1.0,
+                    linestyle=line_style(mode), label=info['labels'][mode])
+            drawn += copy
+    ax.set_xlabel('iteration')
+    if not drawn:  # every run predates the copy probe: say so rather than draw empty axes
+        ax.text(0.5, 0.5, "no copy_prob in these runs' metrics.csv\n(trained before the copy probe)",
+                ha='center', va='center', transform=ax.transAxes, color='gray')
+        ax.set_title('copy probe', fontsize=9)
+        return
+    ax.set_yscale('log')
+    references = [(1 / info['vocab_size'], ':', '1/n')]
+    if info['repeat_rate']:  # 0 on a log axis is nowhere: leave it out
+        references.append((info['repeat_rate'], '--', 'repeat rate of the text'))
+    for value, style, text in references:
+        # The label starts with '_', which keeps it out of a legend; it names the line for a reader of the figure.
+        ax.axhline(value, color='gray', linestyle=style, linewidth=1, label='_' + text)
+        ax.text(0.99, value, text, va='bottom', ha='right', color='gray', fontsize=8,
+                transform=ax.get_yaxis_transform())
+    if info['untie_iter'] is not None:
+        color = colors[list(curves).index(UNTIE_ROW) % len(colors)]
+        ax.axvline(info['untie_iter'], color=color, linestyle=':', linewidth=1)
+    ax.set_ylabel('copy_prob: p(next token = current token)')
+    ax.set_title('copying, on the validation batches' +
+                 (f" (dotted: the untie at iteration {info['untie_iter']})" if info['untie_iter'] is not None else ''),
+                 fontsize=9)
+
+
 def plot(path, curves, info):
-    """Training (light, smoothed) and validation (markers) curves of every mode, mean over seeds.
-    Returns False, without a figure, where matplotlib is missing."""
+    """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
+    the evaluations, mean over seeds. Returns False, without a figure, where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -391,7 +538,8 @@ def plot(path, curves, info):
     except ImportError:
         return False
     log_n = math.log(info['vocab_size'])
-    fig, (ax_all, ax_end) = plt.subplots(1, 2, figsize=(12, 4.6))
+    # Saved at 90 dpi rather than 100: about 1500 x 430 pixels, and a file a sixth larger than the two panels made.
+    fig, (ax_all, ax_end, ax_copy) = plt.subplots(1, 3, figsize=(16.5, 4.8))
     colors = plt.get_cmap('tab10').colors
     max_iters = info['max_iters']
     starts, lows, ends = {}, [], {}
@@ -402,9 +550,9 @@ def plot(path, curves, info):
         val_iters, val = mean_curve(seed_rows, 'val_loss')
         x = [i + 1 for i in iters]
         for ax in (ax_all, ax_end):
-            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0)
+            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
             ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
-                    label=mode)
+                    linestyle=line_style(mode), label=info['labels'][mode])
         starts[mode] = smoothed[0]
         lows.append(min(smoothed + val))
         ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
@@ -436,7 +584,8 @@ def plot(path, curves, info):
     ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
     ax_end.set_xlabel('iteration + 1')
     ax_end.legend(fontsize=8, ncol=2)
-    for ax in (ax_all, ax_end):
+    plot_copy(ax_copy, curves, info, colors)
+    for ax in (ax_all, ax_end, ax_copy):
         ax.grid(True, which='both', alpha=0.25)
     cfg = info['config']
     seeds = len(info['seeds'])
@@ -444,10 +593,10 @@ def plot(path, curves, info):
                  f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
                  f"{'mean of ' + str(seeds) + ' seeds' if seeds > 1 else 'one seed'}; "
-                 f"lines: training step loss (smoothed), dots: validation", fontsize=10)
+                 f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=100, format='png')
+        fig.savefig(tmp, dpi=90, format='png')
     plt.close(fig)
     return True
 

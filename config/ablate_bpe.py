@@ -5,6 +5,7 @@
 #   python ablate.py config/ablate_bpe.py --zero_init_residual=false --out_dir=out-ablation-bpe-gpt2
 #   python ablate.py config/ablate_bpe.py --zero_init_residual=true --modes=tied,shuffle --out_dir=out-ablation-bpe-zero-noscale
 #   python ablate.py config/ablate_bpe.py --zero_init_residual=false --emb_scale=true --modes=tied,shuffle --out_dir=out-ablation-bpe-gpt2-embscale
+# The first two also train the tied_untie row (tied, untied at 2/3 of the budget), one run more each.
 # The self term of (*) is d * init_std. GPT-2 small has 768 * 0.02 = 15.4; a CPU cannot train that
 # width for every mode, so this model is half as wide with twice the std: 384 * 0.04 = 15.4 too,
 # against log n = 10.8. (At width 128 and std 0.02 the term is 2.6 and plain tying starts at log n.)

@@ -2,6 +2,8 @@
 # small character-level model (4 layers, 4 heads, width 128, context 64, batch 12, GPT-2 init)
 # in every tie mode with 3 seeds, for 500 iterations instead of train.py's 2000.
 #   python ablate.py config/ablate_char.py
+# The modes now end with the tied_untie row (tied, its own head from iteration 333 = 2/3 of 500 on):
+# three more runs of the same size; the README's half hour was measured for the eight tie modes.
 # The full 2000-iteration version (about four times as long) is
 #   python ablate.py config/ablate_char.py --max_iters=2000 --lr_decay_iters=2000 --warmup_iters=100 --out_dir=out-ablation-char-2000
 out_dir = 'out-ablation-char'

@@ -4,6 +4,7 @@ resuming an interrupted one exactly, refusing to mix settings, and its command-l
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -11,8 +12,14 @@ import pytest
 import torch
 
 import ablate
-from conftest import REPO_ROOT, tiny_train_args
+import train
+from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
 from model import TIE_MODES
+
+# The four metrics.csv columns of the copy probe, which runs made before it lack.
+PROBE_FIELDS = ('copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+SEEDS = (1337, 1338)
+UNTIE_ITER = round(2 / 3 * 20)  # the tied_untie row of run_ablation's 20 iterations
 
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
@@ -27,9 +34,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def run_ablation(data_dir, out_dir, *extra, **overrides):
+def ablation_args(data_dir, out_dir, *extra, **overrides):
     args = tiny_train_args(data_dir, out_dir, **dict(dict(max_iters=20, eval_interval=10, log_interval=1), **overrides))
-    args += list(extra)
+    return args + list(extra)
+
+
+def run_ablation(data_dir, out_dir, *extra, **overrides):
+    args = ablation_args(data_dir, out_dir, *extra, **overrides)
     return ablate.ablate(ablate.parse_args(args), args)
 
 
@@ -53,15 +64,16 @@ def every_mode(tiny_data, tmp_path_factory):
 
 def test_every_mode_and_seed_is_trained_and_summarised(every_mode):
     out_dir, done = every_mode
-    assert done['trained'] == [(m, s) for m in TIE_MODES for s in (1337, 1338)]
+    assert ablate.MODES == (*TIE_MODES, 'tied_untie')  # the untie row comes after the tie modes
+    assert done['trained'] == [(m, s) for m in ablate.MODES for s in (1337, 1338)]
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
     assert list(rows[0]) == list(ablate.CSV_FIELDS)
-    assert {r['mode'] for r in rows} == set(TIE_MODES)
-    for mode in TIE_MODES:
+    assert {r['mode'] for r in rows} == set(ablate.MODES)
+    for mode in ablate.MODES:
         for seed in ('1337', '1338'):
             assert [int(r['iter']) for r in rows if r['mode'] == mode and r['seed'] == seed] == list(range(21))
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
-    assert list(summary['modes']) == list(TIE_MODES)
+    assert list(summary['modes']) == list(ablate.MODES)
     assert summary['seeds'] == [1337, 1338]
     for mode, cells in summary['modes'].items():
         assert len(cells['init_step_loss']['per_seed']) == 2 and cells['init_step_loss']['std'] is not None
@@ -71,6 +83,10 @@ def test_every_mode_and_seed_is_trained_and_summarised(every_mode):
     for mode in TIE_MODES:
         assert f'| {mode} |' in table
     assert ' ± ' in table and 'Command: `python ablate.py ' in table and 'torch' in table
+    # The untie row is named by what it does, in the table, the figure's legend and summary.json.
+    assert '| tied, untied at 2/3 |' in table and '| tied_untie |' not in table
+    assert summary['labels']['tied_untie'] == 'tied, untied at 2/3' and summary['labels']['tied'] == 'tied'
+    assert summary['untie_iter'] == UNTIE_ITER and f'until iteration {UNTIE_ITER} = round(2/3 x 20)' in table
 
 
 def test_all_modes_saw_the_same_batches(every_mode):
@@ -78,7 +94,7 @@ def test_all_modes_saw_the_same_batches(every_mode):
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
     for seed in ('1337', '1338'):
         sequences = {mode: [r['data_fingerprint'] for r in rows if r['mode'] == mode and r['seed'] == seed]
-                     for mode in TIE_MODES}
+                     for mode in ablate.MODES}
         assert len(set(map(tuple, sequences.values()))) == 1, seed
         # The fingerprint moves with every batch (the row after the last iteration repeats the last one).
         assert len(set(sequences['tied'])) == 20
@@ -94,6 +110,167 @@ def test_the_figure_is_a_png(every_mode):
         data = f.read()
     assert data.startswith(PNG_MAGIC)
     assert 10_000 < len(data) < 200_000
+
+
+def checkpoint(out_dir, mode, seed):
+    return torch.load(os.path.join(out_dir, f'{mode}-seed{seed}', 'ckpt.pt'), map_location='cpu', weights_only=True)
+
+
+def test_the_untie_row_ends_untied_and_the_tied_row_tied(every_mode):
+    out_dir, _ = every_mode
+    for seed in SEEDS:
+        untied_late, tied = checkpoint(out_dir, 'tied_untie', seed), checkpoint(out_dir, 'tied', seed)
+        assert untied_late['head_untied'] is True and tied['head_untied'] is False
+        emb, head = untied_late['model']['token_embedding_table.weight'], untied_late['model']['lm_head.weight']
+        assert emb.data_ptr() != head.data_ptr() and not torch.equal(emb, head)
+        emb, head = tied['model']['token_embedding_table.weight'], tied['model']['lm_head.weight']
+        assert emb.data_ptr() == head.data_ptr()  # one tensor, saved once
+        # The same run as tied, batch for batch, up to the untie (which leaves the logits as they were,
+        # so the step at the untie iteration still agrees); apart after it.
+        steps = {mode: {int(r['iter']): r['step_loss']
+                        for r in read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))}
+                 for mode in ('tied', 'tied_untie')}
+        upto = range(UNTIE_ITER + 1)
+        assert [steps['tied_untie'][i] for i in upto] == [steps['tied'][i] for i in upto]
+        assert any(steps['tied_untie'][i] != steps['tied'][i] for i in range(UNTIE_ITER + 1, 20))
+
+
+def test_only_the_untie_row_is_given_untie_at(every_mode):
+    out_dir, _ = every_mode
+    for mode in ablate.MODES:
+        for seed in SEEDS:
+            config = json.load(open(os.path.join(out_dir, f'{mode}-seed{seed}', 'result.json')))['config']
+            assert config['untie_at'] == (2 / 3 if mode == 'tied_untie' else None), mode
+            assert config['tie_mode'] == ('tied' if mode == 'tied_untie' else mode)
+            assert checkpoint(out_dir, mode, seed)['head_untied'] is (mode == 'tied_untie'), mode
+
+
+def test_the_copy_columns_are_those_of_the_runs_metrics(every_mode):
+    out_dir, done = every_mode
+    summary = json.load(open(os.path.join(out_dir, 'summary.json')))
+    repeat_rates = []
+    for mode in ablate.MODES:
+        start, end, unlearned = [], [], []
+        for seed in SEEDS:
+            rows = read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))
+            evals = [r for r in rows if r['copy_prob']]
+            assert [int(r['iter']) for r in evals] == [0, 10, 20]
+            start.append(float(evals[0]['copy_prob']))
+            end.append(float(evals[-1]['copy_prob']))
+            unlearned.append(next((int(r['iter']) for r in evals
+                                   if float(r['copy_prob']) < 2 * float(r['repeat_rate'])), None))
+            repeat_rates += [float(r['repeat_rate']) for r in evals]
+        cells = summary['modes'][mode]
+        assert cells['init_copy_prob']['per_seed'] == start
+        assert cells['final_copy_prob']['per_seed'] == end
+        assert cells['init_copy_prob']['mean'] == pytest.approx(statistics.fmean(start))
+        assert cells['final_copy_prob']['std'] == pytest.approx(statistics.stdev(end))
+        assert cells['unlearned_copy_iter']['per_seed'] == unlearned
+        reached = [u for u in unlearned if u is not None]
+        assert cells['unlearned_copy_iter']['mean'] == (pytest.approx(statistics.fmean(reached)) if reached else None)
+        assert cells['unlearned_copy_iter']['seeds_reached'] == len(reached)
+        assert cells['unlearned_copy_iter']['seeds_probed'] == 2
+    assert summary['repeat_rate'] == pytest.approx(statistics.fmean(repeat_rates))
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert '| copy_prob at start | unlearned copy by | copy_prob at end |' in table
+    row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
+    start = summary['modes']['tied']['init_copy_prob']
+    assert row[len(ablate.COLUMNS) - 3] == f"{start['mean']:.3g} ± {start['std']:.3g}"
+    # ablation.csv carries the probe: at the evaluations, and the gradient norm at the steps.
+    for r in read_csv(os.path.join(out_dir, 'ablation.csv')):
+        assert bool(r['copy_prob']) == bool(r['repeat_rate']) == bool(r['val_loss'])
+        assert bool(r['grad_norm']) == (int(r['iter']) < 20)
+
+
+def test_unlearned_copy_iter_is_the_first_evaluation_below_twice_the_repeat_rate():
+    def rows(*evals):  # (iter, copy_prob, repeat_rate), with a step row without the probe between each
+        out = []
+        for it, copy, repeat in evals:
+            out += [dict(iter=it, copy_prob=copy, repeat_rate=repeat),
+                    dict(iter=it + 1, copy_prob=None, repeat_rate=None)]
+        return out
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.3, 0.03), (20, 0.059, 0.03), (30, 0.02, 0.03))) == 20
+    # 0.06 is twice 0.03, not below it
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.06, 0.03), (20, 0.07, 0.03))) is None
+    assert ablate.unlearned_copy_iter(rows((0, 0.01, 0.03), (10, 0.02, 0.03))) == 0  # below from the start: 0, not None
+    assert ablate.unlearned_copy_iter(rows((20, 0.01, 0.03), (0, 0.9, 0.03), (10, 0.05, 0.03))) == 10  # in any order
+    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.0), (10, 1e-6, 0.0))) is None  # a text that never repeats
+    assert ablate.unlearned_copy_iter([dict(iter=0), dict(iter=10)]) is None  # a metrics.csv from before the probe
+    assert ablate.unlearned_copy_iter([]) is None
+
+
+def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    import matplotlib.figure
+    out_dir, done = every_mode
+    figures, savefig = [], matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, 'savefig',
+                        lambda fig, *a, **k: (figures.append(fig), savefig(fig, *a, **k)))
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
+    _, info, curves = ablate.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
+    assert ablate.plot(str(tmp_path / 'curves.png'), curves, info)
+    (fig,) = figures
+    assert len(fig.axes) == 3
+    ax = fig.axes[2]
+    assert ax.get_yscale() == 'log'
+    assert ax.get_legend_handles_labels()[1] == [info['labels'][m] for m in ablate.MODES]
+    reference = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == '_repeat rate of the text']
+    assert reference == [pytest.approx(info['repeat_rate'])]
+    assert (tmp_path / 'curves.png').read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_mode, tiny_data):
+    out_dir, _ = every_mode
+    before = run_files(out_dir)
+    bar = StopAfter(10 ** 9)  # a bar that does nothing; run_all alone, so the summaries stay as they are
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
+    done = ablate.run_all(cfg, ablate.plan_runs(cfg), bar)
+    assert done['skipped'] == [(m, s) for m in ablate.MODES for s in SEEDS] and not done['trained']
+    # --untie_at is no setting of the other rows: they are still the runs asked for.
+    modes = '--modes=' + ','.join(TIE_MODES)
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2', '--untie_at=0.5', modes))
+    assert cfg['untie_at'] == 0.5
+    assert len(ablate.run_all(cfg, ablate.plan_runs(cfg), bar)['skipped']) == 2 * len(TIE_MODES)
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2', '--untie_at=0.5'))
+    with pytest.raises(ablate.UserError, match=r'tied_untie-seed1337.*untie_at=0\.666.*untie_at=0\.5'):
+        ablate.run_all(cfg, ablate.plan_runs(cfg), bar)
+    assert run_files(out_dir) == before
+
+
+def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summarised(tiny_data, tmp_path):
+    out_dir = str(tmp_path)
+    run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    for mode in ('tied', 'untied'):  # make them look as they were written before this version
+        run_dir = tmp_path / f'{mode}-seed1337'
+        result = json.load(open(run_dir / 'result.json'))
+        del result['config']['untie_at']
+        (run_dir / 'result.json').write_text(json.dumps(result))
+        rows = read_csv(run_dir / 'metrics.csv')
+        fields = [k for k in rows[0] if k not in PROBE_FIELDS]
+        with open(run_dir / 'metrics.csv', 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
+            writer.writeheader()
+            writer.writerows(rows)
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    assert done['skipped'] == [('tied', 1337), ('untied', 1337)] and not done['trained']
+    assert done['info']['repeat_rate'] is None
+    for mode in ('tied', 'untied'):
+        cells = done['info']['modes'][mode]
+        assert cells['final_val_loss']['mean'] is not None
+        for key in ('init_copy_prob', 'unlearned_copy_iter', 'final_copy_prob'):
+            assert cells[key]['mean'] is None and cells[key]['per_seed'] == [None]
+        assert cells['unlearned_copy_iter']['seeds_probed'] == 0
+    table = open(tmp_path / 'summary.md').read()
+    row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
+    assert row[-4:-1] == ['–', '–', '–'] and 'not measured' in table
+    assert all(r[k] == '' for r in read_csv(tmp_path / 'ablation.csv') for k in PROBE_FIELDS)
+    # An interrupted run's checkpoint from before the untie row: its missing untie_at counts as None.
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--modes=tied,tied_untie'))
+    (_, _, tied), (_, _, untie) = ablate.plan_runs(cfg)
+    old = {k: v for k, v in ablate.recorded_config(tied).items() if k not in ('untie_at', 'gelu_approx')}
+    ablate.check_same_config(ablate.recorded_config(tied), old, 'ckpt.pt', 'tied-seed1337')
+    with pytest.raises(ablate.UserError, match='untie_at=None.*untie_at=0.666'):
+        ablate.check_same_config(ablate.recorded_config(untie), old, 'ckpt.pt', 'tied_untie-seed1337')
 
 
 def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
@@ -164,6 +341,25 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_exactly(tiny_data, tmp_p
     assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
 
 
+def test_an_untie_row_interrupted_after_its_untie_resumes_exactly(tiny_data, tmp_path):
+    # Untie at iteration round(2/3 * 12) = 8, checkpoints every 3: the one at iteration 9 has two matrices.
+    budget = dict(max_iters=12, eval_interval=3)
+    straight = run_ablation(tiny_data, str(tmp_path / 'straight'), '--modes=tied_untie', **budget)
+    args = ablation_args(tiny_data, str(tmp_path / 'stopped'), '--modes=tied_untie', **budget)
+    cfg = ablate.parse_args(args)
+    with pytest.raises(KeyboardInterrupt):  # stopped during iteration 10
+        ablate.run_all(cfg, ablate.plan_runs(cfg), StopAfter(10))
+    assert checkpoint(tmp_path / 'stopped', 'tied_untie', 1337)['iter_num'] == 9
+    assert checkpoint(tmp_path / 'stopped', 'tied_untie', 1337)['head_untied'] is True
+    resumed = ablate.ablate(cfg, args)
+    assert resumed['resumed'] == [('tied_untie', 1337)]
+    final = [done['info']['modes']['tied_untie']['final_val_loss'] for done in (resumed, straight)]
+    assert final[0] == final[1]
+    key = ('iter', 'step_loss', 'val_loss', 'copy_prob', 'data_fingerprint')
+    rows_a, rows_b = (read_csv(tmp_path / run / 'ablation.csv') for run in ('straight', 'stopped'))
+    assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
+
+
 def test_settings_that_differ_from_a_finished_run_are_refused(tiny_data, tmp_path):
     run_ablation(tiny_data, str(tmp_path), '--modes=tied')
     with pytest.raises(ablate.UserError, match='learning_rate=0.003.*learning_rate=0.001'):
@@ -176,7 +372,32 @@ def test_a_bad_mode_gives_one_line_listing_the_modes_and_exit_2():
     assert result.returncode == 2
     assert 'Traceback' not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith('error: ') and "'tide'" in result.stderr
-    assert ', '.join(TIE_MODES) in result.stderr
+    assert ', '.join(TIE_MODES) in result.stderr and 'tied_untie' in result.stderr
+
+
+def test_a_bad_untie_at_is_train_pys_one_line_error():
+    line = assert_one_line_error(run('ablate.py', '--modes=tied_untie', '--untie_at=1.5'), '--untie_at', '1.5')
+    assert line == assert_one_line_error(run('train.py', '--untie_at=1.5'))
+
+
+@pytest.mark.parametrize('value', ['1.5', '0', '1', '-0.2', 'abc', 'true', '2/3'])
+def test_every_bad_untie_at_is_worded_as_train_py_words_it(value):
+    with pytest.raises(ablate.UserError) as in_train:
+        train.parse_train_args([f'--untie_at={value}'])
+    with pytest.raises(ablate.UserError) as in_ablate:
+        ablate.parse_args(['--modes=tied,tied_untie', f'--untie_at={value}'])
+    assert str(in_ablate.value) == str(in_train.value)
+
+
+def test_untie_at_that_would_never_untie_is_refused_where_the_row_is_asked_for():
+    args = ['--untie_at=0.99', '--max_iters=20']
+    with pytest.raises(ablate.UserError, match='iteration 20 of --max_iters=20.*never untie'):
+        ablate.parse_args(args + ['--modes=tied,tied_untie'])
+    assert ablate.parse_args(args + ['--modes=tied'])['untie_at'] == 0.99  # no untie row: nothing to refuse
+    # 0.97 * 20 rounds to iteration 19, the last step: allowed
+    assert ablate.parse_args(['--untie_at=0.97', '--max_iters=20', '--modes=tied_untie'])['untie_at'] == 0.97
+    with pytest.raises(ablate.UserError, match='leave tied_untie out of --modes'):
+        ablate.parse_args(['--untie_at=None'])
 
 
 @pytest.mark.parametrize('args, culprit', [
