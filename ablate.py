@@ -306,6 +306,52 @@ def mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
+# Student's t, two-sided 95 % (the 0.975 quantile), for 1 to 30 degrees of freedom.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_975(df):
+    """The 0.975 quantile of Student's t at a (fractional, Welch) df: linear between the table's whole
+    degrees, and 1.96 + 2.4/df beyond 30 (within 0.002 of the exact value there)."""
+    if df >= len(T_975):
+        return 1.96 + 2.4 / df
+    lo = max(1, math.floor(df))
+    hi = min(lo + 1, len(T_975))
+    return T_975[lo - 1] + (df - lo) * (T_975[hi - 1] - T_975[lo - 1])
+
+
+def welch_interval(a, b):
+    """mean(a) - mean(b) and its 95 % confidence interval by Welch's t (the seeds of two modes, unequal
+    variances): (difference, low, high); low and high are None with fewer than two seeds a side."""
+    a, b = [v for v in a if v is not None], [v for v in b if v is not None]
+    if not a or not b:
+        return None, None, None
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:
+        return diff, None, None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t_975(df) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+# The columns compared with untied, seed against seed of each mode: a difference is called real only
+# when its 95 % interval excludes zero.
+VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss')
+
+
+def versus_untied(table):
+    """{mode: {key: (difference, low, high)}} against the untied row, where there is one."""
+    if 'untied' not in table:
+        return {}
+    base = table['untied']
+    return {mode: {key: welch_interval(cells[key]['per_seed'], base[key]['per_seed']) for key in VERSUS_UNTIED}
+            for mode, cells in table.items() if mode != 'untied'}
+
+
 def machine_line():
     import torch
     cpu = platform.processor() or ''
@@ -387,6 +433,7 @@ def summarize(cfg, runs, vocab_size, argv):
         unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
+        versus_untied=versus_untied(table),
     )
     return csv_rows, info, curves
 
@@ -403,6 +450,15 @@ def fmt(cell, spec, key):
     if cell.get('seeds_reached', 0) < cell.get('seeds_probed', 0):
         text += f" ({cell['seeds_reached']} of {cell['seeds_probed']} seeds)"
     return text
+
+
+def fmt_interval(diff, low, high):
+    if diff is None:
+        return '–'
+    if low is None:
+        return f"{diff:+.3f}"
+    text = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+    return f"**{text}**" if low > 0 or high < 0 else text
 
 
 def markdown(info):
@@ -433,6 +489,15 @@ def markdown(info):
         untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
                  f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
                  "a head of its own from there on (its params count both matrices); the other rows never untie. ")
+    if info.get('versus_untied'):
+        headers = {key: header for key, header, _ in COLUMNS}
+        lines += ["", "Difference from untied (mode minus untied, mean over seeds, [95 % interval by Welch's t]; "
+                      "**bold** where the interval excludes zero):", "",
+                  '| mode | ' + ' | '.join(headers[key] for key in VERSUS_UNTIED) + ' |',
+                  '|---|' + '---:|' * len(VERSUS_UNTIED)]
+        for mode, cells in info['versus_untied'].items():
+            lines.append(f"| {info['labels'][mode]} | " + ' | '.join(fmt_interval(*cells[key]) for key in VERSUS_UNTIED)
+                         + ' |')
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -613,7 +678,7 @@ def ablate(cfg, argv=()):
     device = pick_device(cfg['device'])
     for _, _, run_cfg in runs[::cfg['seeds']]:
         run_cfg = dict(run_cfg, vocab_size=run_cfg['vocab_size'] or meta['vocab_size'])
-        train.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
+        plumbing.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
                            pick_dtype(cfg['dtype'], device))
     os.makedirs(cfg['out_dir'], exist_ok=True)
     bar = tqdm(total=len(runs) * cfg['max_iters'], disable=not cfg['progress'], dynamic_ncols=True,

@@ -166,7 +166,7 @@ def main(argv):
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
     if cfg['bench_warmup'] < 0:
         raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
-    with out_of_memory_is_user_error(lambda: train.batch_memory_advice(cfg)):
+    with out_of_memory_is_user_error(lambda: plumbing.batch_memory_advice(cfg)):
         run_bench(cfg)
 
 
@@ -209,7 +209,7 @@ def run_bench(cfg):
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
-        train.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
+        plumbing.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
     rows = []
     for name, row_cfg, fused_adamw in settings:
         row = Setting(row_cfg, name, device, fused_adamw)

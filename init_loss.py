@@ -194,7 +194,7 @@ def memory_advice(args):
 
 
 def check_memory(cfg, args):
-    """Refuse a shape that cannot fit in the device at all, before allocating anything (see train.check_memory)."""
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see plumbing.check_memory)."""
     short = memory_shortfall(memory_floor(cfg, args['batch_size'], 'float32', training=False), args['device'])
     if short:
         raise UserError(f"measuring needs {short}, with {memory_advice(args)}")

@@ -376,10 +376,6 @@ class GPT(nn.Module):
         matmul_weights += TIE_MODES[cfg.tie_mode].square_matmuls * cfg.n_embd ** 2  # proj's P, bert's dense
         return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
 
-    def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
-        """Model FLOPs utilisation: achieved training FLOP/s over the device's peak FLOP/s."""
-        return self.flops_per_token(seq_len) * tokens_per_second / peak_flops
-
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         """Extend idx (B, T) by max_new_tokens sampled tokens, cropping the context to block_size.

@@ -1,7 +1,7 @@
 """
 The plumbing of a training run, so that train.py can tell the training story: the run's files
-(out_dir/ckpt.pt and out_dir/metrics.csv), the process (DDP set-up and tear-down), Ctrl-C, and
-throughput bookkeeping.
+(out_dir/ckpt.pt and out_dir/metrics.csv), the checks of a run's inputs and the one-line errors a
+run can end with, the process (DDP set-up and tear-down), Ctrl-C, and throughput bookkeeping.
 
 A checkpoint holds everything an exact resume needs (model, optimizer, RNG and data-order
 state, iteration) and is always written whole: to a temporary file beside it, then renamed, so a
@@ -22,9 +22,9 @@ from contextlib import contextmanager, suppress
 
 import torch
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, out_of_memory_reason, pick_device,
-                    remove_stale_temps)
-from model import GPT, GPTConfig
+from common import (UserError, atomic_torch_save, atomic_write_bytes, memory_shortfall, out_of_memory_reason,
+                    pick_device, remove_stale_temps)
+from model import GPT, GPTConfig, memory_floor
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
@@ -222,6 +222,73 @@ class RunFiles:
                 self._file.close()
 
 
+# ---------------------------------------------------------------- checks and messages for train.py
+# Every one runs before the first write or words the one line a failed run ends with.
+
+UNTIE_MODES = ('tied', 'small_init')  # the modes --untie_at accepts: a plain shared matrix, nothing in between
+
+
+def check_untie_at(cfg):
+    """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
+    if cfg['untie_at'] is not None and cfg['tie_mode'] not in UNTIE_MODES:
+        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(UNTIE_MODES)}, "
+                        f"got --tie_mode={cfg['tie_mode']}")
+
+
+def batch_memory_advice(cfg):
+    """What to change when a training step does not fit in memory, with the values now."""
+    return (f"--batch_size={cfg['batch_size']}, --block_size={cfg['block_size']}, --gradient_accumulation_steps="
+            f"{cfg['gradient_accumulation_steps']}; use a smaller --batch_size or --block_size (a larger "
+            f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
+
+
+def check_memory(model_config, cfg, device, dtype):
+    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
+    (model.memory_floor, a lower bound on one step's memory, against all the memory the device has).
+    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
+    kernel's OOM killer ends the process without a word. A run let through here may still run out of
+    memory; the training loop then says so in one line too."""
+    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
+    if short:
+        raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
+                        f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
+                        f"or --n_embd")
+    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
+    if short:
+        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
+
+
+def non_finite_error(what, value, iter_num, cfg, dtype, files):
+    hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
+    if cfg['tie_mode'] == 'tied':
+        hints.append("a --tie_mode other than 'tied' (see README)")
+    if dtype != 'float32':
+        hints.append(f"--dtype=float32 (now {dtype})")
+    if cfg['grad_clip'] == 0:
+        hints.append("--grad_clip=1.0")
+    return UserError(f"{what} is {value} at iteration {iter_num}; training stopped and {files.kept()}. "
+                     f"Try {' or '.join(hints)}")
+
+
+def check_vocab_size(cfg, meta):
+    if cfg['vocab_size'] is None:
+        cfg['vocab_size'] = meta['vocab_size']
+    if cfg['vocab_size'] < meta['vocab_size']:
+        raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
+                        f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
+                        f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
+
+
+def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, world_size, tokens_per_iter):
+    breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
+    print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
+          f"source: {meta.get('source', 'unknown')}), "
+          f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
+    print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
+    print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
+          f"{tokens_per_iter:,} tokens per iteration")
+
+
 # ---------------------------------------------------------------- the process, Ctrl-C, throughput
 
 class Process:
@@ -286,12 +353,15 @@ def ctrl_c_saves(proc, files):
 
 
 class Throughput:
-    """Tokens per second over logging windows, with evaluation time paused out of them."""
+    """Tokens per second over logging windows, with evaluation time paused out of them, and the
+    MFU they mean on a GPU whose datasheet peak is known."""
 
-    def __init__(self):
+    def __init__(self, flops_per_token=None, device='cpu', dtype='float32'):
         self.started = time.time()
         self.window_start, self.window_tokens, self.rates = time.perf_counter(), 0, []
         self.last = 0.0
+        self.flops_per_token = flops_per_token
+        self.peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
 
     def elapsed(self):
         return time.time() - self.started
@@ -315,6 +385,16 @@ class Throughput:
 
     def median(self):
         return statistics.median(self.rates) if self.rates else 0.0
+
+    def postfix(self, val=None, **shown):
+        """What the progress bar shows after the last window: the given values, tokens/s, the
+        latest validation loss (if any) and the MFU (on a known GPU)."""
+        shown['tok_s'] = f"{self.last:,.0f}"
+        if val is not None:
+            shown['val'] = f"{val:.4f}"
+        if self.peak and self.flops_per_token:
+            shown['mfu'] = f"{100 * self.flops_per_token * self.last / self.peak:.1f}%"
+        return shown
 
 
 # Dense bf16/fp16 tensor-core peaks from NVIDIA's datasheets, FLOP/s, for MFU.

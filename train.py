@@ -23,13 +23,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from common import (UserError, autocast_context, check_seed, memory_shortfall, out_of_memory_is_user_error,
-                    out_of_memory_reason, parse_config, pick_compile, pick_dtype, run_cli)
+from common import (UserError, autocast_context, check_seed, out_of_memory_is_user_error, out_of_memory_reason,
+                    parse_config, pick_compile, pick_dtype, run_cli)
 from hf_gpt2 import start_from_pretrained
-from model import GPT, GPTConfig, TIE_MODES, copy_probe, memory_floor
+from model import GPT, GPTConfig, TIE_MODES, copy_probe
 from prepare import check_token_ids, load_meta
-from plumbing import (MODEL_KEYS, RunFiles, Throughput, check_resume_compatible, check_same_vocabulary,
-                      checkpoint_state, ctrl_c_saves, gpu_peak_flops, load_checkpoint, process_group)
+from plumbing import (MODEL_KEYS, RunFiles, Throughput, batch_memory_advice, check_memory, check_resume_compatible,
+                      check_same_vocabulary, check_untie_at, check_vocab_size, checkpoint_state, ctrl_c_saves,
+                      load_checkpoint, non_finite_error, print_run_header, process_group)
 
 DEFAULTS = dict(
     # I/O
@@ -80,7 +81,6 @@ DEFAULTS = dict(
     seed=1337,
 )
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
-UNTIE_MODES = ('tied', 'small_init')  # the modes --untie_at accepts: a plain shared matrix, nothing in between
 EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
 
 
@@ -116,13 +116,6 @@ def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
         raise UserError(f"--untie_at must be a fraction of max_iters strictly between 0 and 1 (e.g. 0.667), "
                         f"or None, got {untie_at!r}")
     return cfg
-
-
-def check_untie_at(cfg):
-    """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
-    if cfg['untie_at'] is not None and cfg['tie_mode'] not in UNTIE_MODES:
-        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(UNTIE_MODES)}, "
-                        f"got --tie_mode={cfg['tie_mode']}")
 
 
 def get_lr(it, cfg):
@@ -216,29 +209,6 @@ def make_model_config(cfg):
         return GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
     except ValueError as e:
         raise UserError(str(e)) from None
-
-
-def batch_memory_advice(cfg):
-    """What to change when a training step does not fit in memory, with the values now."""
-    return (f"--batch_size={cfg['batch_size']}, --block_size={cfg['block_size']}, --gradient_accumulation_steps="
-            f"{cfg['gradient_accumulation_steps']}; use a smaller --batch_size or --block_size (a larger "
-            f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
-
-
-def check_memory(model_config, cfg, device, dtype):
-    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
-    (model.memory_floor, a lower bound on one step's memory, against all the memory the device has).
-    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
-    kernel's OOM killer ends the process without a word. A run let through here may still run out of
-    memory; the training loop then says so in one line too."""
-    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
-    if short:
-        raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
-                        f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
-                        f"or --n_embd")
-    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
-    if short:
-        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
 
 
 def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
@@ -336,18 +306,6 @@ def wrap(raw_model, use_compile, proc):
     return model
 
 
-def non_finite_error(what, value, iter_num, cfg, dtype, files):
-    hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
-    if cfg['tie_mode'] == 'tied':
-        hints.append("a --tie_mode other than 'tied' (see README)")
-    if dtype != 'float32':
-        hints.append(f"--dtype=float32 (now {dtype})")
-    if cfg['grad_clip'] == 0:
-        hints.append("--grad_clip=1.0")
-    return UserError(f"{what} is {value} at iteration {iter_num}; training stopped and {files.kept()}. "
-                     f"Try {' or '.join(hints)}")
-
-
 # ---------------------------------------------------------------- training
 
 def train(cfg, progress=None):
@@ -395,8 +353,7 @@ def train(cfg, progress=None):
 
         bar = progress or tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
                                dynamic_ncols=True, desc=cfg['tie_mode'])
-        speed, last, first_iter = Throughput(), {}, iter_num
-        peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
+        speed, last, first_iter = Throughput(raw_model.flops_per_token(cfg['block_size']), device, dtype), {}, iter_num
         state = lambda: checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator,  # noqa: E731
                                          fingerprint, meta)
         # A batch too large for the device is one line too; a checkpoint is only ever replaced whole.
@@ -455,12 +412,8 @@ def train(cfg, progress=None):
                     tokens_per_sec = speed.tick()
                     row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}")
                     files.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
-                    postfix = dict(loss=row['step_loss'], lr=f"{lr:.2e}", tok_s=f"{tokens_per_sec:,.0f}")
-                    if last:
-                        postfix['val'] = f"{last['val']:.4f}"
-                    if peak:
-                        postfix['mfu'] = f"{100 * raw_model.estimate_mfu(tokens_per_sec, peak, cfg['block_size']):.1f}%"
-                    bar.set_postfix(postfix, refresh=False)
+                    bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val')),
+                                    refresh=False)
                 iter_num += 1
                 bar.update(1)
             if interrupted and iter_num < cfg['max_iters']:
@@ -475,25 +428,6 @@ def train(cfg, progress=None):
         print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
               f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {files.ckpt_path}")
     return summary
-
-
-def check_vocab_size(cfg, meta):
-    if cfg['vocab_size'] is None:
-        cfg['vocab_size'] = meta['vocab_size']
-    if cfg['vocab_size'] < meta['vocab_size']:
-        raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
-                        f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
-                        f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
-
-
-def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, world_size, tokens_per_iter):
-    breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
-    print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
-          f"source: {meta.get('source', 'unknown')}), "
-          f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
-    print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
-    print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
-          f"{tokens_per_iter:,} tokens per iteration")
 
 
 def main(argv):

@@ -410,3 +410,32 @@ def test_untie_at_that_would_never_untie_is_refused_where_the_row_is_asked_for()
 def test_other_bad_options_are_user_errors(args, culprit):
     with pytest.raises(ablate.UserError, match=culprit):
         ablate.parse_args(args)
+
+
+def test_welch_interval_is_the_textbook_one():
+    # equal variances 2.5, five seeds a side: se = 1, Welch's df = 8, t(0.975, 8) = 2.306
+    diff, low, high = ablate.welch_interval([1, 2, 3, 4, 5], [2, 3, 4, 5, 6])
+    assert diff == pytest.approx(-1) and low == pytest.approx(-3.306) and high == pytest.approx(1.306)
+    # unequal variances 2.5 and 0.025: df = (0.5 + 0.005)^2 / (0.5^2/4 + 0.005^2/4) = 4.080, between 4 and 5
+    a, b = [1, 2, 3, 4, 5], [3.0, 3.2, 2.8, 3.1, 2.9]
+    diff, low, high = ablate.welch_interval(a, b)
+    t = 2.776 + 0.0800 * (2.571 - 2.776)
+    assert diff == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(t * 0.505 ** 0.5, rel=1e-4)
+    assert ablate.welch_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])[2] < 0      # clearly apart: excludes zero
+    diff, low, high = ablate.welch_interval([1.0], [2.0, 2.1])               # one seed: no interval
+    assert diff == pytest.approx(-1.05) and low is None and high is None
+    assert ablate.t_975(100) == pytest.approx(1.984, abs=0.002)
+
+
+def test_the_summary_compares_every_mode_with_untied(every_mode):
+    out_dir, done = every_mode
+    with open(os.path.join(out_dir, 'summary.json')) as f:
+        info = json.load(f)
+    assert set(info['versus_untied']) == set(info['modes']) - {'untied'}
+    for mode, cells in info['versus_untied'].items():
+        for key, (diff, low, high) in cells.items():
+            mine, theirs = info['modes'][mode][key]['per_seed'], info['modes']['untied'][key]['per_seed']
+            assert diff == pytest.approx(sum(mine) / len(mine) - sum(theirs) / len(theirs))
+            assert low < diff < high or low == diff == high
+    with open(os.path.join(out_dir, 'summary.md')) as f:
+        assert 'Difference from untied' in f.read()

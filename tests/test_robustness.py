@@ -171,7 +171,7 @@ BAD_INPUTS = {
     'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
     'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
     # Sizes that cannot fit in any machine's memory: refused before anything is allocated or written
-    # (train.check_memory), or at the first allocation, which the allocator refuses at once. Either
+    # (plumbing.check_memory), or at the first allocation, which the allocator refuses at once. Either
     # way the test allocates nothing.
     'batch_too_large_for_memory': ('train.py', ['--batch_size=10000000000000'],
                                    ['a training step needs at least ', ' more than the ',
