@@ -111,3 +111,23 @@ def assert_one_line_error(result, *fragments):
     for fragment in fragments:
         assert fragment in lines[0]
     return lines[0]
+
+
+def train_with_ddp(tmp_path, args):
+    """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
+    train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with."""
+    import textwrap
+    import torch
+    script = tmp_path / 'ddp_run.py'
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, torch
+        sys.path.insert(0, {REPO_ROOT!r})
+        import train
+        summary = train.train(train.parse_train_args(sys.argv[1:]))
+        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{os.environ['RANK']}}.pt"))
+    """))
+    result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                             str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                            env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]

@@ -6,14 +6,13 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 
 import sample
 import train
-from conftest import REPO_ROOT, tiny_train_args
+from conftest import REPO_ROOT, tiny_train_args, train_with_ddp
 
 
 def run_training(data_dir, out_dir, **overrides):
@@ -92,21 +91,9 @@ def test_every_tie_mode_trains(tiny_data, tmp_path):
 
 
 def test_ddp_two_cpu_processes_end_identical_and_tied(tiny_data, tmp_path):
-    script = tmp_path / 'ddp_run.py'
-    script.write_text(textwrap.dedent(f"""
-        import os, sys, torch
-        sys.path.insert(0, {REPO_ROOT!r})
-        import train
-        summary = train.train(train.parse_train_args(sys.argv[1:]))
-        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{os.environ['RANK']}}.pt"))
-    """))
     args = tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=8, eval_interval=4,
                            gradient_accumulation_steps=2)
-    result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                             str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    rank0 = torch.load(tmp_path / 'rank0.pt', weights_only=True)
-    rank1 = torch.load(tmp_path / 'rank1.pt', weights_only=True)
+    rank0, rank1 = train_with_ddp(tmp_path, args)
     for name in rank0:
         assert torch.equal(rank0[name], rank1[name]), name
     assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
