@@ -171,7 +171,9 @@ def start_from_pretrained(cfg, defaults, meta):
         raise UserError(f"--tie_mode={cfg['tie_mode']} changes the head or its initialisation, but {name}'s head "
                         f"was trained as it is; start it with --tie_mode=tied or --tie_mode=untied")
     reads = pretrained_meta(name)
-    if (meta.get('tokenizer'), meta.get('chars')) != (reads['tokenizer'], reads.get('chars')):
+    # A compact vocabulary (prepare.py --compact_vocab) renumbers GPT-2's ids: bpe_ids must agree too.
+    if (meta.get('tokenizer'), meta.get('chars'), meta.get('bpe_ids')) != \
+            (reads['tokenizer'], reads.get('chars'), reads.get('bpe_ids')):
         how = ("prepare it with python prepare.py --input=FILE --tokenizer=gpt2 (or --dataset=shakespeare)"
                if reads['tokenizer'] == 'gpt2' else "use the data it was trained on")
         kind = {'gpt2': 'GPT-2 BPE', 'char': 'character'}.get(reads['tokenizer'], reads['tokenizer'])

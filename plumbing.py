@@ -74,8 +74,9 @@ def check_resume_compatible(ckpt, cfg, defaults, path):
 def check_same_vocabulary(saved, meta, path, data_dir):
     """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
     the character list) it was trained with; resuming on other data must not reinterpret them."""
-    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars')) == \
-            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars')):
+    # bpe_ids: two compact GPT-2 vocabularies of one size may still number different tokens.
+    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars'), saved.get('bpe_ids')) == \
+            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars'), meta.get('bpe_ids')):
         return
     detail = ''
     if saved.get('tokenizer') == meta.get('tokenizer') == 'char':

