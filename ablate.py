@@ -32,8 +32,12 @@ Writes to out_dir:
                       and train.py's copy probe: copy_prob, repeat_rate, self_margin, grad_norm)
     summary.md        one row per mode: parameters, initial loss next to the predicted one and log n,
                       loss after 1 %, 10 % and 100 % of the budget, validation loss, copy_prob at the start
-                      and the end and the iteration by which the copying start is unlearned, tokens/s
+                      and the end and the iteration by which the copying start is unlearned, the best val
+                      loss's iteration, val minus train loss at the end, grad_norm and loss spikes, tokens/s;
+                      and a second table: val loss by how often the target token occurs in train.bin
     summary.json      the same numbers, per seed and as mean and std over seeds
+    <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint,
+                      made by the first summary that needs it and reused while the checkpoint is unchanged
     loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
                       against the text's own repeat rate (needs matplotlib)
 
@@ -274,6 +278,43 @@ def unlearned_copy_iter(rows):
                 and r['copy_prob'] < 2 * r['repeat_rate']), default=None)
 
 
+# Spikes (is tied training less stable than untied?): a logged step is a spike when its value stands far
+# above the previous SPIKE_WINDOW logged values; a run of consecutive spiking steps counts once, so a
+# loss that stays up for a few steps after one bad update is one spike. The first SPIKE_MIN_HISTORY
+# logged steps are not judged: there is no past to compare them with.
+SPIKE_WINDOW = 100
+SPIKE_MIN_HISTORY = 10
+GRAD_SPIKE_FACTOR = 4   # grad_norm > 4 x the median of the previous window
+LOSS_SPIKE_SIGMAS = 4   # step_loss > median + 4 robust sigmas (1.4826 x the median absolute deviation)
+
+
+def grad_spike(value, window):
+    return value > GRAD_SPIKE_FACTOR * statistics.median(window)
+
+
+def loss_spike(value, window):
+    # A decreasing loss sits below the window's median, so the trend of training never counts.
+    median = statistics.median(window)
+    mad = statistics.median(abs(v - median) for v in window)
+    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * mad
+
+
+def count_spikes(values, is_spike):
+    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged
+    with that column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives
+    None, not 0."""
+    history, count, inside = [], 0, False
+    for value in values:
+        if value is None:
+            continue
+        window = history[-SPIKE_WINDOW:]
+        spike = len(window) >= SPIKE_MIN_HISTORY and is_spike(value, window)
+        count += spike and not inside
+        inside = spike
+        history.append(value)
+    return count if history else None
+
+
 def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
@@ -289,6 +330,15 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
     numbers['final_val_loss'] = result['summary']['val_loss']
     numbers['best_val_loss'] = result['summary']['best_val_loss']
+    evals = sorted((r for r in rows if r['val_loss'] is not None), key=lambda r: r['iter'])
+    # The earliest evaluation with the lowest val_loss: where early stopping would have kept the model.
+    numbers['best_val_iter'] = min(evals, key=lambda r: r['val_loss'])['iter'] if evals else None
+    last = evals[-1] if evals else None
+    numbers['gap_at_end'] = (last['val_loss'] - last['train_loss']
+                             if last is not None and last['train_loss'] is not None else None)
+    steps = sorted(rows, key=lambda r: r['iter'])
+    numbers['grad_spikes'] = count_spikes([r['grad_norm'] for r in steps], grad_spike)
+    numbers['loss_spikes'] = count_spikes([r['step_loss'] for r in steps], loss_spike)
     probed = [r for r in rows if r['copy_prob'] is not None]  # the evaluations, in a run newer than the probe
     numbers['init_copy_prob'] = next((r['copy_prob'] for r in probed if r['iter'] == 0), None)
     numbers['unlearned_copy_iter'] = unlearned_copy_iter(rows)
@@ -296,6 +346,92 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     numbers['probed'] = bool(probed)  # tells "never unlearned" (an iteration of None) from "not measured"
     # The median over logged steps: the machine may be shared, and a single window can stall.
     numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
+    return numbers
+
+
+# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the
+# shared row gets gradient from both ends?). (key, header, least count, count below which): a token seen
+# 10 times falls in '10-99'.
+BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
+           ('ge1000', 'seen ≥ 1000', 1000, None))
+BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
+BUCKET_FILE = 'freq_buckets.json'  # in the run's folder: evaluated once, read back by later summaries
+MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
+BUCKET_BATCH = 32                  # windows per forward pass
+
+
+class BucketData:
+    """The dataset as the frequency buckets need it, read once, and only if some run has no BUCKET_FILE yet."""
+
+    def __init__(self, cfg):
+        self.cfg, self._loaded = cfg, None
+
+    def get(self):
+        if self._loaded is None:
+            import numpy as np
+            import torch
+            splits, meta = train.load_splits(dict(self.cfg, block_size=1))  # any window fits: the checks only
+            counts = torch.bincount(splits['train'], minlength=meta['vocab_size'])
+            bucket = torch.from_numpy(np.digitize(counts.numpy(), BUCKET_EDGES))  # token id -> its bucket
+            self._loaded = splits['val'], bucket, meta
+        return self._loaded
+
+
+def loss_by_frequency(model, val, bucket, block_size, device):
+    """(summed cross-entropy, token count) per bucket over the first min(len(val) - 1, MAX_BUCKET_TARGETS)
+    targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
+    import torch
+    import torch.nn.functional as F
+    n = min(len(val) - 1, MAX_BUCKET_TARGETS)
+    full = n // block_size
+    pieces = [(val[:full * block_size].view(full, block_size), val[1:full * block_size + 1].view(full, block_size))]
+    if n > full * block_size:
+        pieces.append((val[full * block_size:n].view(1, -1), val[full * block_size + 1:n + 1].view(1, -1)))
+    sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
+    counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
+    model.eval()
+    with torch.no_grad():
+        for x_all, y_all in pieces:
+            for i in range(0, len(x_all), BUCKET_BATCH):
+                x, y = x_all[i:i + BUCKET_BATCH], y_all[i:i + BUCKET_BATCH]
+                logits, _ = model(x.to(device))
+                loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction='none')
+                b = bucket[y.flatten()]
+                sums.index_add_(0, b, loss.double().cpu())
+                counts += torch.bincount(b, minlength=len(BUCKETS))
+    return sums.tolist(), counts.tolist()
+
+
+def bucket_numbers(run_dir, data, cfg):
+    """The run's validation loss per bucket (None where a bucket is empty) and its token counts: from
+    BUCKET_FILE when it describes the checkpoint there now, else by evaluating that checkpoint (float32,
+    on cfg's device) and writing BUCKET_FILE. A run without a checkpoint gets None everywhere."""
+    ckpt_path = os.path.join(run_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        return {f'{p}_{key}': None for key, *_ in BUCKETS for p in ('val_loss', 'tokens')}
+    stat = os.stat(ckpt_path)
+    made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
+                     max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
+    path = os.path.join(run_dir, BUCKET_FILE)
+    try:
+        with open(path, encoding='utf-8') as f:
+            saved = json.load(f)
+        if saved['made_from'] == made_from:
+            sums, counts = saved['loss_sums'], saved['tokens']
+        else:
+            saved = None
+    except (OSError, ValueError, KeyError, TypeError):
+        saved = None  # none yet, or unreadable: evaluate again; the file is only a cache
+    if saved is None:
+        val, bucket, _ = data.get()
+        device = pick_device(cfg['device'])
+        model = plumbing.model_from_checkpoint(plumbing.load_checkpoint(ckpt_path, 'cpu'), ckpt_path).to(device)
+        sums, counts = loss_by_frequency(model, val, bucket, model.config.block_size, device)
+        atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, loss_sums=sums, tokens=counts)) + '\n').encode())
+    numbers = {}
+    for (key, *_), total, count in zip(BUCKETS, sums, counts):
+        numbers[f'val_loss_{key}'] = total / count if count else None
+        numbers[f'tokens_{key}'] = count
     return numbers
 
 
@@ -340,7 +476,9 @@ def welch_interval(a, b):
 
 # The columns compared with untied, seed against seed of each mode: a difference is called real only
 # when its 95 % interval excludes zero.
-VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss')
+# The bucket losses have a table of their own (BUCKET_COLUMNS), and so their differences.
+VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'gap_at_end', 'grad_spikes',
+                 'loss_spikes', *(f'val_loss_{key}' for key, *_ in BUCKETS))
 
 
 def versus_untied(table):
@@ -348,7 +486,9 @@ def versus_untied(table):
     if 'untied' not in table:
         return {}
     base = table['untied']
-    return {mode: {key: welch_interval(cells[key]['per_seed'], base[key]['per_seed']) for key in VERSUS_UNTIED}
+    # A key with no value on either side (an empty bucket, runs from before grad_norm) is left out.
+    return {mode: {key: interval for key in VERSUS_UNTIED
+                   if (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
             for mode, cells in table.items() if mode != 'untied'}
 
 
@@ -377,11 +517,20 @@ COLUMNS = [  # (key, header, format)
     ('train_loss_1', 'train loss @100 %', '{:.3f}'),
     ('final_val_loss', 'val loss at end', '{:.3f}'),
     ('best_val_loss', 'best val loss', '{:.3f}'),
+    ('best_val_iter', 'at iteration', '{:.0f}'),
+    ('gap_at_end', 'val - train at end', '{:+.3f}'),
+    ('grad_spikes', 'grad_norm spikes', '{:.1f}'),
+    ('loss_spikes', 'loss spikes', '{:.1f}'),
     ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
     ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
     ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
     ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
 ]
+
+
+# The second table: validation loss by the target token's count in train.bin, and the tokens in each bucket.
+BUCKET_COLUMNS = [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
+BUCKET_TOKENS = [f'tokens_{key}' for key, *_ in BUCKETS]
 
 
 def iteration_range(center, max_iters):
@@ -392,6 +541,7 @@ def iteration_range(center, max_iters):
 def summarize(cfg, runs, vocab_size, argv):
     """ablation.csv rows, and the per-mode numbers (per seed, mean, std) for summary.md/json."""
     csv_rows, per_mode, curves = [], {}, {}
+    data = BucketData(cfg)
     for mode, seed, run_cfg in runs:
         result = read_result(os.path.join(run_cfg['out_dir'], 'result.json'))
         raw = read_metrics(run_cfg['out_dir'])
@@ -399,12 +549,14 @@ def summarize(cfg, runs, vocab_size, argv):
             csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
         # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
         rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
-        per_mode.setdefault(mode, []).append(run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size))
+        numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
+        numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg))
+        per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
         table[mode] = {}
-        for key, _, _ in COLUMNS:
+        for key in [key for key, _, _ in COLUMNS + BUCKET_COLUMNS] + BUCKET_TOKENS:
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
         # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
@@ -434,6 +586,9 @@ def summarize(cfg, runs, vocab_size, argv):
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
         versus_untied=versus_untied(table),
+        buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
+                 f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
+                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket"),
     )
     return csv_rows, info, curves
 
@@ -459,6 +614,15 @@ def fmt_interval(diff, low, high):
         return f"{diff:+.3f}"
     text = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
     return f"**{text}**" if low > 0 or high < 0 else text
+
+
+def versus_table(info, columns):
+    """The rows of a difference-from-untied table over columns [(key, header)]."""
+    lines = ['| mode | ' + ' | '.join(header for _, header in columns) + ' |', '|---|' + '---:|' * len(columns)]
+    for mode, cells in info['versus_untied'].items():
+        lines.append(f"| {info['labels'][mode]} | "
+                     + ' | '.join(fmt_interval(*cells.get(key, (None, None, None))) for key, _ in columns) + ' |')
+    return lines
 
 
 def markdown(info):
@@ -489,15 +653,27 @@ def markdown(info):
         untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
                  f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
                  "a head of its own from there on (its params count both matrices); the other rows never untie. ")
-    if info.get('versus_untied'):
-        headers = {key: header for key, header, _ in COLUMNS}
+    versus = info.get('versus_untied')
+    if versus:
         lines += ["", "Difference from untied (mode minus untied, mean over seeds, [95 % interval by Welch's t]; "
-                      "**bold** where the interval excludes zero):", "",
-                  '| mode | ' + ' | '.join(headers[key] for key in VERSUS_UNTIED) + ' |',
-                  '|---|' + '---:|' * len(VERSUS_UNTIED)]
-        for mode, cells in info['versus_untied'].items():
-            lines.append(f"| {info['labels'][mode]} | " + ' | '.join(fmt_interval(*cells[key]) for key in VERSUS_UNTIED)
-                         + ' |')
+                      "**bold** where the interval excludes zero):", ""]
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED])
+    has_buckets = any(cells[key]['mean'] is not None
+                      for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
+    if has_buckets:
+        # The counts are those of the first row's runs: every run of an ablation is evaluated on the same tokens.
+        tokens = next(iter(info['modes'].values()))
+        lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
+                      "split; tokens in each bucket in the header; '–' where a bucket is empty):", "",
+                  '| mode | ' + ' | '.join(f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
+                                          for (_, header, _), count in zip(BUCKET_COLUMNS, BUCKET_TOKENS)) + ' |',
+                  '|---|' + '---:|' * len(BUCKET_COLUMNS)]
+        for mode, cells in info['modes'].items():
+            lines.append(f"| {info['labels'][mode]} | "
+                         + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in BUCKET_COLUMNS) + ' |')
+        if versus:
+            lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
+            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS])
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -509,6 +685,13 @@ def markdown(info):
         "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
         f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
         f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
+        "At iteration: the evaluation with the best val loss; val - train at end: the two losses of the last "
+        "evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds "
+        f"{GRAD_SPIKE_FACTOR} x the median of the previous {SPIKE_WINDOW} logged values, or whose step loss "
+        f"exceeds their median + {LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive "
+        f"spiking steps count once, the first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs "
+        "from before grad_norm. "
+        + (f"Buckets: {info['buckets']}. " if has_buckets else "") +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
         "",
         f"Command: `{info['command']}`",

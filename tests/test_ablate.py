@@ -260,9 +260,12 @@ def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summa
         for key in ('init_copy_prob', 'unlearned_copy_iter', 'final_copy_prob'):
             assert cells[key]['mean'] is None and cells[key]['per_seed'] == [None]
         assert cells['unlearned_copy_iter']['seeds_probed'] == 0
+        # No grad_norm, no grad spikes: '–', not 0; the step losses are there, so their spikes are counted.
+        assert cells['grad_spikes']['per_seed'] == [None] and cells['loss_spikes']['per_seed'] != [None]
     table = open(tmp_path / 'summary.md').read()
     row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
     assert row[-4:-1] == ['–', '–', '–'] and 'not measured' in table
+    assert row[ablate.COLUMNS.index(('grad_spikes', 'grad_norm spikes', '{:.1f}')) + 1] == '–'
     assert all(r[k] == '' for r in read_csv(tmp_path / 'ablation.csv') for k in PROBE_FIELDS)
     # An interrupted run's checkpoint from before the untie row: its missing untie_at counts as None.
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--modes=tied,tied_untie'))
@@ -439,3 +442,93 @@ def test_the_summary_compares_every_mode_with_untied(every_mode):
             assert low < diff < high or low == diff == high
     with open(os.path.join(out_dir, 'summary.md')) as f:
         assert 'Difference from untied' in f.read()
+
+
+def test_spikes_are_counted_once_each_and_never_on_a_smooth_curve():
+    smooth = [10 * 0.99 ** i + 0.01 * (i % 3) for i in range(300)]  # decaying, with a little wobble
+    assert ablate.count_spikes(smooth, ablate.loss_spike) == 0
+    assert ablate.count_spikes(smooth, ablate.grad_spike) == 0
+    one = list(smooth)
+    one[150] = 40.0
+    assert ablate.count_spikes(one, ablate.loss_spike) == 1 and ablate.count_spikes(one, ablate.grad_spike) == 1
+    two_steps = list(one)
+    two_steps[151] = 40.0  # a loss that stays up for a second step is still one spike
+    assert ablate.count_spikes(two_steps, ablate.loss_spike) == 1
+    apart = list(one)
+    apart[250] = 40.0
+    assert ablate.count_spikes(apart, ablate.grad_spike) == 2
+    # grad_norm: 4 x the median of the window is the line (3.9 x is not a spike, 4.1 x is)
+    flat = [1.0] * 50
+    assert ablate.count_spikes(flat + [3.9] + flat, ablate.grad_spike) == 0
+    assert ablate.count_spikes(flat + [4.1] + flat, ablate.grad_spike) == 1
+    # the first SPIKE_MIN_HISTORY values are not judged; None (steps not logged) is skipped
+    assert ablate.count_spikes([1.0, 100.0] + [1.0] * 20, ablate.grad_spike) == 0
+    assert ablate.count_spikes([None, 1.0] * 20 + [9.0], ablate.grad_spike) == 1
+    assert ablate.count_spikes([None, None], ablate.grad_spike) is None
+    assert ablate.count_spikes([], ablate.loss_spike) is None
+
+
+def test_best_iteration_gap_and_spike_columns_are_those_of_the_runs_metrics(every_mode):
+    out_dir, _ = every_mode
+    summary = json.load(open(os.path.join(out_dir, 'summary.json')))
+    for mode in ablate.MODES:
+        best_iter, gap, grad, loss = [], [], [], []
+        for seed in SEEDS:
+            rows = read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))
+            evals = [r for r in rows if r['val_loss']]
+            lowest = min(float(r['val_loss']) for r in evals)
+            best_iter.append(next(int(r['iter']) for r in evals if float(r['val_loss']) == lowest))
+            gap.append(float(evals[-1]['val_loss']) - float(evals[-1]['train_loss']))
+            grad.append(ablate.count_spikes([float(r['grad_norm']) for r in rows if r['grad_norm']], ablate.grad_spike))
+            loss.append(ablate.count_spikes([float(r['step_loss']) for r in rows if r['step_loss']], ablate.loss_spike))
+        cells = summary['modes'][mode]
+        assert cells['best_val_iter']['per_seed'] == best_iter and set(best_iter) <= {0, 10, 20}
+        assert cells['gap_at_end']['per_seed'] == pytest.approx(gap)
+        assert cells['gap_at_end']['mean'] == pytest.approx(statistics.fmean(gap))
+        assert cells['grad_spikes']['per_seed'] == grad and None not in grad
+        assert cells['loss_spikes']['per_seed'] == loss and None not in loss
+    for mode, cells in summary['versus_untied'].items():
+        assert 'gap_at_end' in cells and 'grad_spikes' in cells and 'loss_spikes' in cells
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert '| best val loss | at iteration | val - train at end | grad_norm spikes | loss spikes |' in table
+
+
+def test_validation_loss_by_training_frequency(every_mode, tiny_data):
+    import numpy as np
+    from plumbing import load_checkpoint, model_from_checkpoint
+    from prepare import load_meta
+    out_dir, _ = every_mode
+    summary = json.load(open(os.path.join(out_dir, 'summary.json')))
+    data_dir = os.path.join(tiny_data, 'tiny')
+    meta = load_meta(data_dir)
+    train_ids = np.fromfile(os.path.join(data_dir, 'train.bin'), dtype=meta['dtype']).astype(np.int64)
+    val = np.fromfile(os.path.join(data_dir, 'val.bin'), dtype=meta['dtype']).astype(np.int64)
+    seen = np.bincount(train_ids, minlength=meta['vocab_size'])[val[1:]]  # each target's count in train.bin
+    expected = [int(((seen >= lo) & (seen < (hi or np.inf))).sum()) for _, _, lo, hi in ablate.BUCKETS]
+    assert sum(expected) == len(val) - 1 and expected[-1] > 0 and expected[1] > 0  # the tiny text has rare letters
+    for mode in ('tied', 'untied', 'tied_untie'):
+        cells = summary['modes'][mode]
+        for key, count in zip(ablate.BUCKET_TOKENS, expected):
+            assert cells[key]['per_seed'] == [count] * len(SEEDS)  # every target evaluated once
+        # The token-weighted mean over the buckets is the checkpoint's loss over the whole split.
+        path = os.path.join(out_dir, f'{mode}-seed1337', 'ckpt.pt')
+        model = model_from_checkpoint(load_checkpoint(path, 'cpu'), path).eval()
+        T, n = model.config.block_size, len(val) - 1
+        total = 0.0
+        with torch.no_grad():
+            for start in range(0, n, T):
+                x = torch.from_numpy(val[start:min(start + T, n)])[None]
+                y = torch.from_numpy(val[start + 1:min(start + T, n) + 1])[None]
+                total += model(x, y)[1].item() * x.numel()
+        buckets = [(cells[f'val_loss_{key}']['per_seed'][0], count)
+                   for (key, *_), count in zip(ablate.BUCKETS, expected)]
+        assert sum(loss * count for loss, count in buckets if count) / n == pytest.approx(total / n, rel=1e-5)
+        assert all((loss is None) == (count == 0) for loss, count in buckets)
+        assert os.path.exists(os.path.join(out_dir, f'{mode}-seed1337', ablate.BUCKET_FILE))
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert f"| seen 10-99 ({expected[1]:,} tokens) |" in table
+    lines = table.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith('| mode | seen < 10'))
+    row = next(line for line in lines[header:] if line.startswith('| tied |'))  # the bucket table's tied row
+    cells = row.strip('| ').split(' | ')[1:]
+    assert [c == '–' for c in cells] == [count == 0 for count in expected]
