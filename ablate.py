@@ -616,13 +616,19 @@ def fmt_interval(diff, low, high):
     return f"**{text}**" if low > 0 or high < 0 else text
 
 
+def table_lines(info, headers, modes, cell):
+    """A markdown table with a row per mode of modes ({mode: cells}), labelled as in info, and a
+    column per header; cell(cells, i) gives the text of column i."""
+    lines = ['| mode | ' + ' | '.join(headers) + ' |', '|---|' + '---:|' * len(headers)]
+    for mode, cells in modes.items():
+        lines.append(f"| {info['labels'][mode]} | " + ' | '.join(cell(cells, i) for i in range(len(headers))) + ' |')
+    return lines
+
+
 def versus_table(info, columns):
     """The rows of a difference-from-untied table over columns [(key, header)]."""
-    lines = ['| mode | ' + ' | '.join(header for _, header in columns) + ' |', '|---|' + '---:|' * len(columns)]
-    for mode, cells in info['versus_untied'].items():
-        lines.append(f"| {info['labels'][mode]} | "
-                     + ' | '.join(fmt_interval(*cells.get(key, (None, None, None))) for key, _ in columns) + ' |')
-    return lines
+    return table_lines(info, [header for _, header in columns], info['versus_untied'],
+                       lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None))))
 
 
 def markdown(info):
@@ -640,12 +646,9 @@ def markdown(info):
         + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), mean ± std over seeds."
            if len(seeds) > 1 else f"one seed ({seeds[0]})."),
         "",
-        '| mode | ' + ' | '.join(header for _, header, _ in COLUMNS) + ' |',
-        '|---|' + '---:|' * len(COLUMNS),
     ]
-    for mode, cells in info['modes'].items():
-        lines.append(f"| {info['labels'][mode]} | "
-                     + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in COLUMNS) + ' |')
+    lines += table_lines(info, [header for _, header, _ in COLUMNS], info['modes'],
+                         lambda cells, i: fmt(cells[COLUMNS[i][0]], COLUMNS[i][2], COLUMNS[i][0]))
     repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
               else "not measured: these runs predate the copy probe")
     untie = ""
@@ -664,13 +667,11 @@ def markdown(info):
         # The counts are those of the first row's runs: every run of an ablation is evaluated on the same tokens.
         tokens = next(iter(info['modes'].values()))
         lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
-                      "split; tokens in each bucket in the header; '–' where a bucket is empty):", "",
-                  '| mode | ' + ' | '.join(f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
-                                          for (_, header, _), count in zip(BUCKET_COLUMNS, BUCKET_TOKENS)) + ' |',
-                  '|---|' + '---:|' * len(BUCKET_COLUMNS)]
-        for mode, cells in info['modes'].items():
-            lines.append(f"| {info['labels'][mode]} | "
-                         + ' | '.join(fmt(cells[key], spec, key) for key, _, spec in BUCKET_COLUMNS) + ' |')
+                      "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
+        lines += table_lines(info, [f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
+                                    for (_, header, _), count in zip(BUCKET_COLUMNS, BUCKET_TOKENS)], info['modes'],
+                             lambda cells, i: fmt(cells[BUCKET_COLUMNS[i][0]], BUCKET_COLUMNS[i][2],
+                                                  BUCKET_COLUMNS[i][0]))
         if versus:
             lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
             lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS])

@@ -179,7 +179,7 @@ class RunFiles:
         rows logged after the checkpoint are dropped then, since those iterations are trained again;
         until that first row the file is left as it was, so a run that stops before it (out of
         memory, say) loses no row of the run before."""
-        self._resume_from, self._started = resume_from, False
+        self._resume_from = resume_from
 
     def _start_metrics(self):
         rows = []
@@ -199,13 +199,12 @@ class RunFiles:
             raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}; free some space or choose "
                             f"another --out_dir") from None
         self._writer = csv.DictWriter(self._file, fieldnames=METRICS_FIELDS)
-        self._started = True
 
     def log(self, row, iter_num, lr, tokens_per_sec, elapsed_s, fingerprint):
         """Append one row to metrics.csv, flushed, so a kill loses at most the row being written."""
         if not self.writes:
             return
-        if not self._started:
+        if self._writer is None:  # the first row of this run
             self._start_metrics()
         try:
             self._writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
