@@ -21,8 +21,10 @@ matrix to be W*sqrt(d) at the input and W at the head.
 Nothing appears at --to until the export is complete and checked: the folder is written beside
 it under a temporary name, reloaded with transformers, compared with this repository's model on
 a test batch (logits, tie, parameter count), and only then renamed. An existing --to that is not
-empty is refused. meta.json is the dataset's tokenizer, as in the checkpoint: GPT-2 BPE, or the
-characters of a char-level model. Needs transformers (pip install transformers).
+empty is refused. meta.json is the dataset's tokenizer, as in the checkpoint: GPT-2 BPE, the
+characters of a char-level model, or a compact GPT-2 vocabulary (prepare.py --compact_vocab=true),
+whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone would not.
+Needs transformers (pip install transformers).
 """
 
 import json
@@ -183,8 +185,13 @@ def main(argv):
           f"activation {hf_kwargs['activation_function']}; tie_word_embeddings {tie}")
     if diff is not None:
         print(f"checked: transformers reloads it with the same tie and parameter count, logits within {diff:.2g}")
-    tokens = 'GPT-2 BPE (the gpt2 tokenizer)' if meta.get('tokenizer') == 'gpt2' else \
-        f"{meta.get('tokenizer')}-level, {meta.get('vocab_size')} symbols listed in meta.json"
+    if meta.get('tokenizer') != 'gpt2':
+        tokens = f"{meta.get('tokenizer')}-level, {meta.get('vocab_size')} symbols listed in meta.json"
+    elif meta.get('bpe_ids') is not None:  # a GPT-2 tokenizer alone would read every id as the wrong token
+        tokens = (f"a compact GPT-2 BPE vocabulary: id i is GPT-2's id bpe_ids[i] in meta.json "
+                  f"({len(meta['bpe_ids'])} ids; sample.py --init_from={cfg['to']} maps them)")
+    else:
+        tokens = 'GPT-2 BPE (the gpt2 tokenizer)'
     print(f"token ids: {tokens}; load with GPT2LMHeadModel.from_pretrained({cfg['to']!r})")
 
 

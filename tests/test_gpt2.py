@@ -284,3 +284,31 @@ def test_export_never_touches_a_non_empty_folder_and_refuses_shuffle_in_one_line
     with pytest.raises(UserError, match='no checkpoint at'):
         export.main([f'--out_dir={tmp_path}/none', f'--to={tmp_path}/hf'])
     assert not os.path.exists(tmp_path / 'hf')
+
+
+def test_export_of_a_compact_vocabulary_says_its_ids_are_not_gpt2s_and_samples_back(gpt2_files, tmp_path, capsys):
+    root = tmp_path / 'data'
+    root.mkdir()
+    (root / 'book.txt').write_text(tiny_corpus(400), encoding='utf-8')
+    prepare.main([f"--input={root / 'book.txt'}", '--dataset=book', f'--out_dir={root}', '--tokenizer=gpt2',
+                  '--compact_vocab=true'])
+    out_dir = str(tmp_path / 'run')
+    train.train(train.parse_train_args(tiny_train_args(str(root), out_dir, dataset='book', max_iters=2,
+                                                       eval_interval=2)))
+    capsys.readouterr()
+    target = str(tmp_path / 'hf')
+    export.main([f'--out_dir={out_dir}', f'--to={target}'])
+    printed = capsys.readouterr().out
+    meta = json.loads((tmp_path / 'hf' / 'meta.json').read_text())
+    vocab = meta['vocab_size']
+    assert vocab < 200 and len(meta['bpe_ids']) == vocab  # compact: a few dozen GPT-2 ids, renumbered
+    assert f"compact GPT-2 BPE vocabulary: id i is GPT-2's id bpe_ids[i] in meta.json ({vocab} ids" in printed
+    assert GPT2LMHeadModel.from_pretrained(target).config.vocab_size == vocab
+
+    # Greedy samples through the export and straight from the checkpoint are the same text, decoded
+    # with bpe_ids: read as GPT-2 ids, the exported head would give other tokens.
+    settings = dict(sample.DEFAULTS, start='ROMEO:', num_samples=1, max_new_tokens=8, temperature=0,
+                    device='cpu', dtype='float32')
+    [from_export] = sample.generate_samples(dict(settings, init_from=target))
+    [from_ckpt] = sample.generate_samples(dict(settings, init_from='resume', out_dir=out_dir))
+    assert from_export == from_ckpt and from_export.startswith('ROMEO:') and len(from_export) > len('ROMEO:')
