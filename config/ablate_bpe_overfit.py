@@ -27,24 +27,17 @@ batch_size = 16        # 1,024 tokens per iteration
 dropout = 0.0          # no regulariser of its own: overfitting must be free to show
 
 # Sizing, measured on this project's 2-core AMD EPYC while another run used both cores (how ablations
-# run here, two side by side), OMP_NUM_THREADS=1, `--max_iters=30`: 253 ms/iteration tied, 233 untied
-# (about 4,000 tokens/s), and one evaluation of 20 + 20 fixed batches 5.5 s (137 ms a batch).
-# A run of 1-2 minutes is therefore about 400 iterations: 400 x 0.24 s = 96 s of training plus
-# 9 evaluations of 10 + 10 batches (2.7 s each) = 24 s, about 2 minutes, and a few seconds more for
-# the frequency buckets (the whole 33,803-token validation split, once, at the summary).
-# The catch: 400 iterations are 409,600 tokens, 1.35 epochs of the 304,222 training tokens, and
-# whether the validation loss passes its minimum that early is not known yet. The summary says:
-# where "at iteration" (best val loss) is the last evaluation and "val - train at end" is near zero,
-# the run has not overfitted, and the overfitting claims (2, 3) need the long recipe, about 8 epochs,
-# 2500 x 0.24 + 26 x 5.5 s = about 12.5 minutes a run at this speed (75 minutes for the six):
-#   python ablate.py config/ablate_bpe_overfit.py --max_iters=2500 --eval_interval=100 --eval_iters=20 \
-#       --warmup_iters=100 --out_dir=out-ablation-bpe-overfit-long
+# run here, two side by side), OMP_NUM_THREADS=1: 253 ms/iteration tied, 233 untied (about 4,000
+# tokens/s), and one evaluation of 20 + 20 fixed batches 5.5 s. The validation loss has to pass its
+# minimum for claims 6 and 7, and 400 iterations (1.35 epochs) is too early for that; 2500
+# iterations are 2,560,000 tokens, 8.4 epochs of the 304,222 training tokens:
+# 2500 x 0.24 s + 26 evaluations x 5.5 s = about 12.5 minutes a run on one thread.
 learning_rate = 1e-3
-max_iters = 400
-warmup_iters = 40
+max_iters = 2500
+warmup_iters = 100
 lr_decay_iters = None  # cosine from 1e-3 down to min_lr over the whole run
 min_lr = 1e-4
-eval_interval = 50
-eval_iters = 10        # 10 fixed batches per split: 10,240 tokens, about a third of the validation split
+eval_interval = 100
+eval_iters = 20        # 20 fixed batches per split: 20,480 tokens, about 60 % of the validation split
 log_interval = 1       # every step: the spike counts need every grad_norm and step loss
 out_dir = 'out-ablation-bpe-overfit'
