@@ -11,6 +11,7 @@ ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other ru
     python ablate.py --modes=tied,untied,shuffle --seeds=3
     python ablate.py --modes=tied,tied_untie --untie_at=0.5   # untie halfway instead of at 2/3
     python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
+    python ablate.py config/ablate_char_sigma.py --versus=out-ablation-char-sigma-noscale  # + this minus that
 
 Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
 init_from (ablate.py decides it). Each run is train.train itself, the loop of train.py, in
@@ -82,8 +83,9 @@ DEFAULTS.update(
     seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
     quick=False,                # the preset below
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
+    versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
 )
-ABLATE_KEYS = ('modes', 'seeds', 'quick')
+ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus')
 
 # --quick: a tiny model and a few tens of iterations, seconds per mode, for tests and smoke checks.
 # These keys are set unless given on the command line; everything else keeps its value.
@@ -138,6 +140,11 @@ def parse_args(argv):
         raise UserError(f"--untie_at={cfg['untie_at']:g} unties at iteration {untie_iter(cfg)} of --max_iters="
                         f"{cfg['max_iters']}, after the last step, so {UNTIE_ROW} would never untie; use a smaller "
                         f"--untie_at or more --max_iters")
+    if cfg['versus']:  # checked now, not after hours of training
+        other_modes = read_other_summary(cfg['versus'])['modes']
+        if not set(cfg['modes'].split(',')) & set(other_modes):
+            raise UserError(f"--versus={cfg['versus']}: no mode in common with --modes={cfg['modes']} (it has "
+                            f"{','.join(other_modes)}); compare ablations that train the same modes")
     return cfg
 
 
@@ -492,6 +499,35 @@ def versus_untied(table):
             for mode, cells in table.items() if mode != 'untied'}
 
 
+def read_other_summary(out_dir):
+    path = os.path.join(out_dir, 'summary.json')
+    try:
+        with open(path, encoding='utf-8') as f:
+            other = json.load(f)
+        other['modes'], other['config']  # noqa: B018  (a summary.json has both)
+    except OSError as e:
+        raise UserError(f"--versus={out_dir}: cannot read {path} ({e.strerror or e}); it must be the out_dir of an "
+                        f"ablation that has finished its summary") from None
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"--versus={out_dir}: {path} is not an ablate.py summary.json") from None
+    return other
+
+
+def versus_other(info, out_dir):
+    """This ablation minus another (e.g. the same recipe without emb_scale), mode by mode over the VERSUS_UNTIED
+    columns, seed sets against seed sets: {'out_dir', 'differs': {key: [this, that]}, 'modes': {mode: {key:
+    (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
+    that the table says what the difference is the effect of."""
+    other = read_other_summary(out_dir)
+    modes = {mode: {key: interval for key in VERSUS_UNTIED if key in cells and key in other['modes'][mode]
+                    and (interval := welch_interval(cells[key]['per_seed'], other['modes'][mode][key]['per_seed']))[0]
+                    is not None}
+             for mode, cells in info['modes'].items() if mode in other['modes']}
+    differs = {key: [value, other['config'].get(key)] for key, value in info['config'].items()
+               if key not in ABLATE_KEYS and other['config'].get(key) != value}
+    return dict(out_dir=out_dir, differs=differs, modes=modes)
+
+
 def machine_line():
     import torch
     cpu = platform.processor() or ''
@@ -586,6 +622,7 @@ def summarize(cfg, runs, vocab_size, argv):
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
         versus_untied=versus_untied(table),
+        versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
                  f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket"),
@@ -625,9 +662,9 @@ def table_lines(info, headers, modes, cell):
     return lines
 
 
-def versus_table(info, columns):
-    """The rows of a difference-from-untied table over columns [(key, header)]."""
-    return table_lines(info, [header for _, header in columns], info['versus_untied'],
+def versus_table(info, columns, versus):
+    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]."""
+    return table_lines(info, [header for _, header in columns], versus,
                        lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None))))
 
 
@@ -660,7 +697,7 @@ def markdown(info):
     if versus:
         lines += ["", "Difference from untied (mode minus untied, mean over seeds, [95 % interval by Welch's t]; "
                       "**bold** where the interval excludes zero):", ""]
-        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED])
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED], versus)
     has_buckets = any(cells[key]['mean'] is not None
                       for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
     if has_buckets:
@@ -674,7 +711,15 @@ def markdown(info):
                                                   BUCKET_COLUMNS[i][0]))
         if versus:
             lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
-            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS])
+            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+    other = info.get('versus_other')
+    if other:
+        differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
+        lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode (mean over seeds, [95 % interval by "
+                      f"Welch's t]; **bold** where it excludes zero); the settings that differ: "
+                      f"{differs or 'none'}:", ""]
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS + BUCKET_COLUMNS
+                                     if key in VERSUS_UNTIED], other['modes'])
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -877,6 +922,8 @@ def ablate(cfg, argv=()):
     bar.close()
 
     csv_rows, info, curves = summarize(cfg, runs, meta['vocab_size'], list(argv))
+    if cfg['versus']:
+        info['versus_other'] = versus_other(info, cfg['versus'])
     write_csv(os.path.join(cfg['out_dir'], 'ablation.csv'), csv_rows)
     table = markdown(info)
     atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.md'), table.encode())

@@ -444,6 +444,39 @@ def test_the_summary_compares_every_mode_with_untied(every_mode):
         assert 'Difference from untied' in f.read()
 
 
+def test_versus_compares_two_ablations_mode_by_mode_and_names_what_differs(every_mode, tiny_data, tmp_path):
+    other_dir, _ = every_mode
+    out_dir = str(tmp_path / 'scaled')
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied', '--seeds=2', f'--versus={other_dir}',
+                        emb_scale=True)
+    this = json.load(open(os.path.join(out_dir, 'summary.json')))
+    other = json.load(open(os.path.join(other_dir, 'summary.json')))
+    versus = this['versus_other']
+    assert versus['out_dir'] == other_dir and done['info']['versus_other']['differs'] == versus['differs']
+    assert versus['differs'] == {'emb_scale': [True, False]}  # modes, seeds and versus are not settings
+    assert set(versus['modes']) == {'tied', 'untied'}
+    for mode, cells in versus['modes'].items():
+        assert 'final_val_loss' in cells and 'val_loss_ge1000' in cells
+        for key, (diff, low, high) in cells.items():
+            mine, theirs = this['modes'][mode][key]['per_seed'], other['modes'][mode][key]['per_seed']
+            assert diff == pytest.approx(statistics.fmean(mine) - statistics.fmean(theirs))
+            assert low < diff < high or low == diff == high
+    # emb_scale multiplies a tied model's self term by sqrt(d): it starts higher than without it
+    assert versus['modes']['tied']['init_step_loss'][0] > 0
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert f"This ablation minus `{other_dir}`" in table and "emb_scale=True here, False there" in table
+
+    # A --versus that cannot be read, or shares no mode, is one line before anything is trained.
+    result = run('ablate.py', '--quick', f'--data_dir={tiny_data}', '--dataset=tiny', f'--out_dir={tmp_path}/new',
+                 f'--versus={tmp_path}/nowhere')
+    assert_one_line_error(result, '--versus=', 'summary.json')
+    assert not os.path.exists(tmp_path / 'new')
+    only_shuffle = str(tmp_path / 'shuffle')
+    run_ablation(tiny_data, only_shuffle, '--modes=shuffle', max_iters=2, eval_interval=2)
+    with pytest.raises(ablate.UserError, match='no mode in common with --modes=tied'):
+        ablate.parse_args(['--modes=tied', f'--versus={only_shuffle}'])
+
+
 def test_spikes_are_counted_once_each_and_never_on_a_smooth_curve():
     smooth = [10 * 0.99 ** i + 0.01 * (i % 3) for i in range(300)]  # decaying, with a little wobble
     assert ablate.count_spikes(smooth, ablate.loss_spike) == 0
