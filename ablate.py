@@ -771,15 +771,22 @@ def smooth_log(values, factor=1.15):
     return out
 
 
-def mean_curve(seed_rows, key):
-    """(iterations, mean over seeds) of one metric, at the iterations every seed logged it."""
+def seed_curve(seed_rows, key):
+    """(iterations, mean, lowest, highest) over the seeds of one metric, at the iterations every seed logged it."""
     by_iter = {}
     for rows in seed_rows:
         for r in rows:
             if r[key] is not None:
                 by_iter.setdefault(r['iter'], []).append(r[key])
     iters = sorted(i for i, v in by_iter.items() if len(v) == len(seed_rows))
-    return iters, [statistics.fmean(by_iter[i]) for i in iters]
+    return (iters, [statistics.fmean(by_iter[i]) for i in iters], [min(by_iter[i]) for i in iters],
+            [max(by_iter[i]) for i in iters])
+
+
+def spread_band(ax, x, low, high, color, seeds):
+    """The seeds' range around a mean curve: the spread the differences in the table must stand out from."""
+    if seeds > 1:
+        ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
 
 
 def line_style(mode):
@@ -793,8 +800,9 @@ def plot_copy(ax, curves, info, colors):
     only as often as the text repeats ends up."""
     drawn = []
     for k, (mode, seed_rows) in enumerate(curves.items()):
-        iters, copy = mean_curve(seed_rows, 'copy_prob')
+        iters, copy, low, high = seed_curve(seed_rows, 'copy_prob')
         if iters:
+            spread_band(ax, iters, low, high, colors[k % len(colors)], len(seed_rows))
             ax.plot(iters, copy, color=colors[k % len(colors)], marker='o', markersize=3.5, linewidth=1.0,
                     linestyle=line_style(mode), label=info['labels'][mode])
             drawn += copy
@@ -824,7 +832,7 @@ def plot_copy(ax, curves, info, colors):
 
 def plot(path, curves, info):
     """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
-    the evaluations, mean over seeds. Returns False, without a figure, where matplotlib is missing."""
+    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded. Returns False, without a figure, where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -839,11 +847,12 @@ def plot(path, curves, info):
     starts, lows, ends = {}, [], {}
     for k, (mode, seed_rows) in enumerate(curves.items()):
         color = colors[k % len(colors)]
-        iters, step = mean_curve(seed_rows, 'step_loss')
+        iters, step, _, _ = seed_curve(seed_rows, 'step_loss')
         smoothed = smooth_log(step)
-        val_iters, val = mean_curve(seed_rows, 'val_loss')
+        val_iters, val, val_low, val_high = seed_curve(seed_rows, 'val_loss')
         x = [i + 1 for i in iters]
         for ax in (ax_all, ax_end):
+            spread_band(ax, [i + 1 for i in val_iters], val_low, val_high, color, len(seed_rows))
             ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
             ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
                     linestyle=line_style(mode), label=info['labels'][mode])
@@ -886,7 +895,7 @@ def plot(path, curves, info):
     fig.suptitle(f"{info['dataset']}: {cfg['n_layer']}L x {cfg['n_embd']}, {max_iters} iterations, "
                  f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
-                 f"{'mean of ' + str(seeds) + ' seeds' if seeds > 1 else 'one seed'}; "
+                 f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
                  f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
     fig.tight_layout()
     with atomic_path(path) as tmp:

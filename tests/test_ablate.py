@@ -109,7 +109,7 @@ def test_the_figure_is_a_png(every_mode):
     with open(os.path.join(out_dir, 'loss_curves.png'), 'rb') as f:
         data = f.read()
     assert data.startswith(PNG_MAGIC)
-    assert 10_000 < len(data) < 200_000
+    assert 10_000 < len(data) < 300_000  # 1500 x 430 pixels at 90 dpi, not a poster (the seed bands add ~10 %)
 
 
 def checkpoint(out_dir, mode, seed):
@@ -217,6 +217,20 @@ def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monke
     reference = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == '_repeat rate of the text']
     assert reference == [pytest.approx(info['repeat_rate'])]
     assert (tmp_path / 'curves.png').read_bytes().startswith(PNG_MAGIC)
+    # The spread over seeds: one shaded band per mode in each panel, spanning exactly the seeds' lowest and
+    # highest validation loss at every evaluation.
+    for ax in fig.axes:
+        assert len(ax.collections) == len(ablate.MODES)
+    band = fig.axes[1].collections[0].get_paths()[0].vertices
+    seeds_val = {}
+    for rows in curves[ablate.MODES[0]]:
+        for r in rows:
+            if r['val_loss'] is not None:
+                seeds_val.setdefault(r['iter'] + 1, []).append(r['val_loss'])
+    for x, values in seeds_val.items():
+        ys = band[band[:, 0] == x][:, 1]
+        assert min(ys) == pytest.approx(min(values)) and max(ys) == pytest.approx(max(values))
+    assert any(max(v) - min(v) > 1e-4 for v in seeds_val.values())  # the seeds do differ: a band, not a line
 
 
 def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_mode, tiny_data):
