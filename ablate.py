@@ -415,7 +415,7 @@ def bucket_numbers(run_dir, data, cfg):
     on cfg's device) and writing BUCKET_FILE. A run without a checkpoint gets None everywhere."""
     ckpt_path = os.path.join(run_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
-        return {f'{p}_{key}': None for key, *_ in BUCKETS for p in ('val_loss', 'tokens')}
+        return {f'{p}_{key}': None for key in ('all', *(key for key, *_ in BUCKETS)) for p in ('val_loss', 'tokens')}
     stat = os.stat(ckpt_path)
     made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
                      max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
@@ -435,7 +435,8 @@ def bucket_numbers(run_dir, data, cfg):
         model = plumbing.model_from_checkpoint(plumbing.load_checkpoint(ckpt_path, 'cpu'), ckpt_path).to(device)
         sums, counts = loss_by_frequency(model, val, bucket, model.config.block_size, device)
         atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, loss_sums=sums, tokens=counts)) + '\n').encode())
-    numbers = {}
+    # The buckets pooled: the final checkpoint's loss over the whole split, far less noisy than eval_iters batches.
+    numbers = dict(val_loss_all=sum(sums) / sum(counts), tokens_all=sum(counts))
     for (key, *_), total, count in zip(BUCKETS, sums, counts):
         numbers[f'val_loss_{key}'] = total / count if count else None
         numbers[f'tokens_{key}'] = count
@@ -485,7 +486,7 @@ def welch_interval(a, b):
 # when its 95 % interval excludes zero.
 # The bucket losses have a table of their own (BUCKET_COLUMNS), and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'gap_at_end', 'grad_spikes',
-                 'loss_spikes', *(f'val_loss_{key}' for key, *_ in BUCKETS))
+                 'loss_spikes', 'val_loss_all', *(f'val_loss_{key}' for key, *_ in BUCKETS))
 
 
 def versus_untied(table):
@@ -565,8 +566,9 @@ COLUMNS = [  # (key, header, format)
 
 
 # The second table: validation loss by the target token's count in train.bin, and the tokens in each bucket.
-BUCKET_COLUMNS = [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
-BUCKET_TOKENS = [f'tokens_{key}' for key, *_ in BUCKETS]
+BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
+    [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
+BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
 
 
 def iteration_range(center, max_iters):
@@ -625,7 +627,8 @@ def summarize(cfg, runs, vocab_size, argv):
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
-                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket"),
+                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and over "
+                 f"all of them (whole split)"),
     )
     return csv_rows, info, curves
 

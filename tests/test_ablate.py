@@ -555,7 +555,7 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
     assert sum(expected) == len(val) - 1 and expected[-1] > 0 and expected[1] > 0  # the tiny text has rare letters
     for mode in ('tied', 'untied', 'tied_untie'):
         cells = summary['modes'][mode]
-        for key, count in zip(ablate.BUCKET_TOKENS, expected):
+        for key, count in zip(ablate.BUCKET_TOKENS, [len(val) - 1] + expected):
             assert cells[key]['per_seed'] == [count] * len(SEEDS)  # every target evaluated once
         # The token-weighted mean over the buckets is the checkpoint's loss over the whole split.
         path = os.path.join(out_dir, f'{mode}-seed1337', 'ckpt.pt')
@@ -570,12 +570,14 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
         buckets = [(cells[f'val_loss_{key}']['per_seed'][0], count)
                    for (key, *_), count in zip(ablate.BUCKETS, expected)]
         assert sum(loss * count for loss, count in buckets if count) / n == pytest.approx(total / n, rel=1e-5)
+        assert cells['val_loss_all']['per_seed'][0] == pytest.approx(total / n, rel=1e-5)  # the 'whole split' column
         assert all((loss is None) == (count == 0) for loss, count in buckets)
         assert os.path.exists(os.path.join(out_dir, f'{mode}-seed1337', ablate.BUCKET_FILE))
     table = open(os.path.join(out_dir, 'summary.md')).read()
     assert f"| seen 10-99 ({expected[1]:,} tokens) |" in table
     lines = table.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith('| mode | seen < 10'))
+    header = next(i for i, line in enumerate(lines) if line.startswith(f'| mode | whole split ({len(val) - 1:,} tokens) '
+                                                                        f'| seen < 10'))
     row = next(line for line in lines[header:] if line.startswith('| tied |'))  # the bucket table's tied row
     cells = row.strip('| ').split(' | ')[1:]
-    assert [c == '–' for c in cells] == [count == 0 for count in expected]
+    assert [c == '–' for c in cells] == [False] + [count == 0 for count in expected]
