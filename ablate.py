@@ -485,8 +485,9 @@ def welch_interval(a, b):
 # The columns compared with untied, seed against seed of each mode: a difference is called real only
 # when its 95 % interval excludes zero.
 # The bucket losses have a table of their own (BUCKET_COLUMNS), and so their differences.
-VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'gap_at_end', 'grad_spikes',
-                 'loss_spikes', 'val_loss_all', *(f'val_loss_{key}' for key, *_ in BUCKETS))
+VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
+                 'grad_spikes', 'loss_spikes', 'val_loss_all', *(f'val_loss_{key}' for key, *_ in BUCKETS))
+DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1)  # counts; every loss difference gets 3
 
 
 def versus_untied(table):
@@ -647,12 +648,12 @@ def fmt(cell, spec, key):
     return text
 
 
-def fmt_interval(diff, low, high):
+def fmt_interval(diff, low, high, decimals=3):
     if diff is None:
         return '–'
     if low is None:
-        return f"{diff:+.3f}"
-    text = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+        return f"{diff:+.{decimals}f}"
+    text = f"{diff:+.{decimals}f} [{low:+.{decimals}f}, {high:+.{decimals}f}]"
     return f"**{text}**" if low > 0 or high < 0 else text
 
 
@@ -668,7 +669,8 @@ def table_lines(info, headers, modes, cell):
 def versus_table(info, columns, versus):
     """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]."""
     return table_lines(info, [header for _, header in columns], versus,
-                       lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None))))
+                       lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None)),
+                                                     decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
 
 
 def markdown(info):
