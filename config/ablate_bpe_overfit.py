@@ -13,8 +13,8 @@ modes = 'untied,tied'
 seeds = 3
 
 # GPT-2's init: N(0, 0.02) everywhere, residual projections scaled, no sqrt(d) input scaling.
-# At width 128 the self term of (*) is 128 * 0.02 = 2.6, far below log n = 9.37: both modes start
-# near log n, so what differs later is training, not the start.
+# At width 128 the self term of (*) is d*sigma/sqrt(2) = 1.8 (about d*sigma = 2.6 with --emb_scale=true), far
+# below log n = 9.37: both modes start near log n, so what differs later is training, not the start.
 zero_init_residual = False
 emb_scale = False
 init_std = 0.02
