@@ -362,6 +362,10 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
 BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
            ('ge1000', 'seen ≥ 1000', 1000, None))
 BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
+# The second table: validation loss over the whole split and per bucket (key, header, format), and the tokens in each.
+BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
+    [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
+BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
 BUCKET_FILE = 'freq_buckets.json'  # in the run's folder: evaluated once, read back by later summaries
 MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
 BUCKET_BATCH = 32                  # windows per forward pass
@@ -415,7 +419,7 @@ def bucket_numbers(run_dir, data, cfg):
     on cfg's device) and writing BUCKET_FILE. A run without a checkpoint gets None everywhere."""
     ckpt_path = os.path.join(run_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
-        return {f'{p}_{key}': None for key in ('all', *(key for key, *_ in BUCKETS)) for p in ('val_loss', 'tokens')}
+        return dict.fromkeys([key for key, *_ in BUCKET_COLUMNS] + BUCKET_TOKENS)
     stat = os.stat(ckpt_path)
     made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
                      max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
@@ -484,21 +488,25 @@ def welch_interval(a, b):
 
 # The columns compared with untied, seed against seed of each mode: a difference is called real only
 # when its 95 % interval excludes zero.
-# The bucket losses have a table of their own (BUCKET_COLUMNS), and so their differences.
+# The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
-                 'grad_spikes', 'loss_spikes', 'val_loss_all', *(f'val_loss_{key}' for key, *_ in BUCKETS))
+                 'grad_spikes', 'loss_spikes', *(key for key, *_ in BUCKET_COLUMNS))
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1)  # counts; every loss difference gets 3
+
+
+def differences(cells, base):
+    """{key: (difference, low, high)}: one mode's cells minus another's (base), seeds against seeds, over the
+    VERSUS_UNTIED columns. A key with no value on either side (an empty bucket, runs from before grad_norm,
+    a summary.json older than the column) is left out."""
+    return {key: interval for key in VERSUS_UNTIED if key in cells and key in base
+            and (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
 def versus_untied(table):
     """{mode: {key: (difference, low, high)}} against the untied row, where there is one."""
     if 'untied' not in table:
         return {}
-    base = table['untied']
-    # A key with no value on either side (an empty bucket, runs from before grad_norm) is left out.
-    return {mode: {key: interval for key in VERSUS_UNTIED
-                   if (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
-            for mode, cells in table.items() if mode != 'untied'}
+    return {mode: differences(cells, table['untied']) for mode, cells in table.items() if mode != 'untied'}
 
 
 def read_other_summary(out_dir):
@@ -506,12 +514,13 @@ def read_other_summary(out_dir):
     try:
         with open(path, encoding='utf-8') as f:
             other = json.load(f)
-        other['modes'], other['config']  # noqa: B018  (a summary.json has both)
     except OSError as e:
         raise UserError(f"--versus={out_dir}: cannot read {path} ({e.strerror or e}); it must be the out_dir of an "
                         f"ablation that has finished its summary") from None
-    except (ValueError, KeyError, TypeError):
-        raise UserError(f"--versus={out_dir}: {path} is not an ablate.py summary.json") from None
+    except ValueError:
+        other = None
+    if not (isinstance(other, dict) and isinstance(other.get('modes'), dict) and isinstance(other.get('config'), dict)):
+        raise UserError(f"--versus={out_dir}: {path} is not an ablate.py summary.json")
     return other
 
 
@@ -521,10 +530,8 @@ def versus_other(info, out_dir):
     (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
     that the table says what the difference is the effect of."""
     other = read_other_summary(out_dir)
-    modes = {mode: {key: interval for key in VERSUS_UNTIED if key in cells and key in other['modes'][mode]
-                    and (interval := welch_interval(cells[key]['per_seed'], other['modes'][mode][key]['per_seed']))[0]
-                    is not None}
-             for mode, cells in info['modes'].items() if mode in other['modes']}
+    modes = {mode: differences(cells, other['modes'][mode]) for mode, cells in info['modes'].items()
+             if mode in other['modes']}
     differs = {key: [value, other['config'].get(key)] for key, value in info['config'].items()
                if key not in ABLATE_KEYS and other['config'].get(key) != value}
     return dict(out_dir=out_dir, differs=differs, modes=modes)
@@ -564,12 +571,6 @@ COLUMNS = [  # (key, header, format)
     ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
     ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
 ]
-
-
-# The second table: validation loss by the target token's count in train.bin, and the tokens in each bucket.
-BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
-    [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
-BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
 
 
 def iteration_range(center, max_iters):
@@ -837,7 +838,8 @@ def plot_copy(ax, curves, info, colors):
 
 def plot(path, curves, info):
     """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
-    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded. Returns False, without a figure, where matplotlib is missing."""
+    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded.
+    Returns False, without a figure, where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use('Agg')

@@ -444,16 +444,20 @@ def test_welch_interval_is_the_textbook_one():
     assert ablate.t_975(100) == pytest.approx(1.984, abs=0.002)
 
 
+def assert_seed_differences(differences, mine, theirs):
+    """Each (difference, low, high) is mean(mine) - mean(theirs) over the seeds, inside its interval."""
+    for key, (diff, low, high) in differences.items():
+        assert diff == pytest.approx(statistics.fmean(mine[key]['per_seed']) - statistics.fmean(theirs[key]['per_seed']))
+        assert low < diff < high or low == diff == high
+
+
 def test_the_summary_compares_every_mode_with_untied(every_mode):
     out_dir, done = every_mode
     with open(os.path.join(out_dir, 'summary.json')) as f:
         info = json.load(f)
     assert set(info['versus_untied']) == set(info['modes']) - {'untied'}
     for mode, cells in info['versus_untied'].items():
-        for key, (diff, low, high) in cells.items():
-            mine, theirs = info['modes'][mode][key]['per_seed'], info['modes']['untied'][key]['per_seed']
-            assert diff == pytest.approx(sum(mine) / len(mine) - sum(theirs) / len(theirs))
-            assert low < diff < high or low == diff == high
+        assert_seed_differences(cells, info['modes'][mode], info['modes']['untied'])
     with open(os.path.join(out_dir, 'summary.md')) as f:
         assert 'Difference from untied' in f.read()
 
@@ -471,10 +475,7 @@ def test_versus_compares_two_ablations_mode_by_mode_and_names_what_differs(every
     assert set(versus['modes']) == {'tied', 'untied'}
     for mode, cells in versus['modes'].items():
         assert 'final_val_loss' in cells and 'val_loss_ge1000' in cells
-        for key, (diff, low, high) in cells.items():
-            mine, theirs = this['modes'][mode][key]['per_seed'], other['modes'][mode][key]['per_seed']
-            assert diff == pytest.approx(statistics.fmean(mine) - statistics.fmean(theirs))
-            assert low < diff < high or low == diff == high
+        assert_seed_differences(cells, this['modes'][mode], other['modes'][mode])
     # emb_scale multiplies a tied model's self term by sqrt(d): it starts higher than without it
     assert versus['modes']['tied']['init_step_loss'][0] > 0
     table = open(os.path.join(out_dir, 'summary.md')).read()
