@@ -27,10 +27,12 @@ import time
 
 import torch
 
-import plumbing
+from lib import machine
 import train
-from common import (UserError, autocast_context, cpu_has_native_bf16, out_of_memory_is_user_error, parse_modes,
-                    pick_compile, pick_device, pick_dtype, run_cli)
+from lib.command_line import UserError, parse_modes, run_cli
+from lib.prepared_data import get_batch
+from lib.machine import (autocast_context, cpu_has_native_bf16, out_of_memory_is_user_error, pick_compile,
+                         pick_device, pick_dtype)
 from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
@@ -86,7 +88,7 @@ def measured_cpu_peak_flops(dtype, size=2048, repeats=5):
 def peak_flops(device, dtype):
     """(FLOP/s, where the figure comes from): a GPU's datasheet, or a matmul measured here."""
     if device.startswith('cuda'):
-        return plumbing.gpu_peak_flops(device, dtype), 'datasheet'
+        return machine.gpu_peak_flops(device, dtype), 'datasheet'
     # An emulated bf16 matmul runs at about 1-2 GFLOP/s: 2048^3 would take seconds per repeat, and
     # 512^3 measures the same ceiling in a fraction of one.
     size = 512 if dtype == 'bfloat16' and not cpu_has_native_bf16() else 2048
@@ -118,7 +120,7 @@ class Setting:
         cfg = self.cfg
         batches = []
         for _ in range(cfg['gradient_accumulation_steps']):
-            x, y, _ = train.get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
+            x, y, _ = get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
         train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'])
 
@@ -166,7 +168,7 @@ def main(argv):
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
     if cfg['bench_warmup'] < 0:
         raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
-    with out_of_memory_is_user_error(lambda: plumbing.batch_memory_advice(cfg)):
+    with out_of_memory_is_user_error(lambda: machine.batch_memory_advice(cfg)):
         run_bench(cfg)
 
 
@@ -209,7 +211,7 @@ def run_bench(cfg):
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
-        plumbing.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
+        machine.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
     rows = []
     for name, row_cfg, fused_adamw in settings:
         row = Setting(row_cfg, name, device, fused_adamw)

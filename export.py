@@ -34,9 +34,9 @@ import shutil
 
 import torch
 
-from common import UserError, parse_config, run_cli
-from hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
-from plumbing import load_checkpoint, model_from_checkpoint
+from lib.command_line import UserError, parse_config, run_cli
+from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
+from lib.run_files import load_checkpoint, model_from_checkpoint
 
 DEFAULTS = dict(
     out_dir='out',          # the run whose ckpt.pt is exported

@@ -31,11 +31,13 @@ import time
 
 import torch
 
-from common import (UserError, memory_shortfall, out_of_memory_is_user_error, parse_config, parse_modes, pick_device,
-                    run_cli)
-from hf_gpt2 import pretrained_meta
-from model import GPT, GPTConfig, TIE_MODES, copy_probe, memory_floor
-from prepare import get_codec
+from lib.command_line import UserError, parse_config, parse_modes, run_cli
+from lib.hf_gpt2 import from_pretrained, pretrained_meta
+from lib.init_loss_formula import predicted_initial_loss
+from lib.machine import memory_floor, memory_shortfall, out_of_memory_is_user_error, pick_device
+from lib.probes import copy_probe
+from model import GPT, TIE_MODES, GPTConfig
+from lib.prepared_data import get_codec
 
 DEFAULTS = dict(
     vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
@@ -52,53 +54,6 @@ DEFAULTS = dict(
     text='',                # with init_from: a UTF-8 text file, measured from its start
     windows=16,             # with init_from: windows of block_size tokens measured
 )
-
-
-def predicted_initial_loss(cfg, token_std=None, position_std=None):
-    """Equation (*) of DESIGN.md, generalised to what this model has at its input and head.
-
-    Let t be the token embedding's std (token_std if given, else init_std, or log(n)/d under
-    small_init), s the input scale (sqrt(d) with emb_scale, else 1) and p the position
-    embedding's std (position_std if given, else sigma = init_std). The final norm sees
-    x = s*w_i + p_pos and returns h with |h| = sqrt(d) along x. Then
-        self term   a = w_i . h  = d*t * s / sqrt(s^2 + (p/t)^2)
-        other terms z_k = w_k . h ~ N(0, v),  v = d * (std of the head's rows)^2
-    and, the target being almost never the input token,
-        loss ~ log( e^a + (n - 1) e^(v/2) ).
-    The remedies change a and v:
-        untied, proj, bert   a = 0 (a cross term), v = d*sigma^2
-        shuffle              a = 0 (S[w_i] . w_i pairs different coordinates)
-        shufflenet           a scaled by (fixed points of the shuffle) / d
-        logit_scale          h scaled by d^-1/2: a and v both shrink (a/sqrt(d), v/d)
-    This assumes identity blocks (zero_init_residual); with GPT-2's init the branches add to x
-    and the table shows how far the model departs from it.
-
-    token_std and position_std are for the rows with PyTorch's default init (default_init_stds):
-    there t is no longer the sigma of the rest of the model, and p/t decides how much the
-    position embedding dilutes the self term. Two things (*) leaves out. The mean over uniform
-    targets includes the 1/n of positions whose target IS the input token, where the loss is ~0
-    instead of ~a, so a measurement sits about a/n below (*): 1.5 % at n = 65, nothing at
-    n = 50257. And (n - 1) e^(v/2) is the mean of the other tokens' sum, which overstates its
-    log once v is large (t = 1 makes v = d); at this table's shapes the rows with a large v are
-    rows where the self term dominates, so it does not move them.
-    """
-    n, d, sigma = cfg.vocab_size, cfg.n_embd, cfg.init_std
-    t = math.log(n) / d if cfg.tie_mode == 'small_init' else sigma
-    t = t if token_std is None else token_std
-    p = sigma if position_std is None else position_std
-    s = math.sqrt(d) if cfg.emb_scale else 1.0
-    a = d * t * s / math.sqrt(s ** 2 + (p / t) ** 2)
-    v = d * t ** 2
-    if cfg.tie_mode in ('untied', 'proj', 'bert', 'shuffle'):
-        a, v = 0.0, d * sigma ** 2
-    elif cfg.tie_mode == 'shufflenet':
-        g = cfg.shuffle_groups
-        perm = torch.arange(d).view(g, d // g).t().flatten()
-        a *= (perm == torch.arange(d)).sum().item() / d
-    elif cfg.tie_mode == 'logit_scale':
-        a, v = a / math.sqrt(d), v / d
-    return float(torch.logaddexp(torch.tensor(a, dtype=torch.float64),
-                                 torch.tensor(math.log(n - 1) + v / 2, dtype=torch.float64)))
 
 
 # Rows for a shared matrix that no init of this project's touched: "which way the line points".
@@ -194,7 +149,7 @@ def memory_advice(args):
 
 
 def check_memory(cfg, args):
-    """Refuse a shape that cannot fit in the device at all, before allocating anything (see plumbing.check_memory)."""
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.machine.check_memory)."""
     short = memory_shortfall(memory_floor(cfg, args['batch_size'], 'float32', training=False), args['device'])
     if short:
         raise UserError(f"measuring needs {short}, with {memory_advice(args)}")
@@ -230,7 +185,7 @@ def pretrained_main(args):
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read --text={args['text']}: {getattr(e, 'strerror', None) or e}") from None
     encode, _ = get_codec(pretrained_meta(args['init_from']))
-    model = GPT.from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
+    model = from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
     if args['block_size'] > model.config.block_size:
         raise UserError(f"--block_size={args['block_size']} is longer than the model's {model.config.block_size}")
     ids = torch.tensor(encode(text), dtype=torch.long, device=args['device'])

@@ -13,7 +13,7 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
-- OpenAI's GPT-2 weights through `GPT.from_pretrained` (at the end; the name map is in hf_gpt2.py)
+- OpenAI's GPT-2 weights load through lib/hf_gpt2.py, which builds this GPT (this file imports nothing of ours)
 
 Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
 |w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
@@ -158,24 +158,6 @@ class GPTConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not 0 < self.init_std < math.inf:
             raise ValueError(f"init_std must be a positive finite number, got {self.init_std!r}")
-
-
-def memory_floor(config, batch_size, dtype, training=True):
-    """A lower bound, in bytes, on the memory one step of this model needs on batch_size sequences of
-    block_size tokens; dtype is the compute dtype ('float32', or 'bfloat16'/'float16' under autocast).
-    Only what must exist at once is counted, at its smallest size, so a device with less memory in
-    all cannot run the step, whatever the kernels:
-      training: weights, gradients and AdamW's two moments (16 bytes a parameter, all fp32), plus per
-        token each layer's MLP hidden layer (4d values, kept for the backward pass) and the logits;
-      inference: the weights, and per token the logits and their fp32 log-probabilities.
-    The parameters counted are the big matrices only: 12 d^2 per layer, the embeddings, the head if untied."""
-    L, d, n, T = config.n_layer, config.n_embd, config.vocab_size, config.block_size
-    params = 12 * L * d * d + n * d * (2 if config.tie_mode == 'untied' else 1) + T * d
-    value = 2 if dtype in ('bfloat16', 'float16') else 4
-    tokens = batch_size * T
-    if training:
-        return 16 * params + tokens * (4 * L * d + n) * value
-    return 4 * params + tokens * n * (value + 4)
 
 
 class GPT(nn.Module):
@@ -400,61 +382,3 @@ class GPT(nn.Module):
                 idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
             out[:, t] = idx_next[:, 0]
         return out
-
-    # ---------------------------------------------------------------- pretrained GPT-2
-
-    @classmethod
-    def from_pretrained(cls, name_or_path, tie_mode=None, dropout=0.0, block_size=None):
-        """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name
-        (gpt2, gpt2-medium, gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder
-        written by GPT2LMHeadModel.save_pretrained (works offline). forward(idx)[0] then equals
-        transformers' logits: biases, the tanh GELU, no emb_scale, and the head the weights were
-        trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE
-        tensor, read at the input and scored at the output); 'untied' gives the head its own copy.
-        A block_size below the pretrained context keeps the first block_size position rows."""
-        from common import UserError
-        from hf_gpt2 import CONV1D, hf_name, load_hf_model, model_args
-
-        hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
-        args = model_args(hf.config.to_dict(), name_or_path)
-        hf_tied = args.pop('tied')
-        tie_mode = tie_mode or ('tied' if hf_tied else 'untied')
-        if tie_mode not in ('tied', 'untied'):
-            raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
-        if tie_mode == 'tied' and not hf_tied:
-            raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
-                            f"embedding would throw the trained head away; use tie_mode='untied'")
-        n_positions = args['block_size']
-        block_size = block_size or n_positions
-        if block_size > n_positions:
-            raise UserError(f"block_size={block_size} is longer than the {n_positions} positions "
-                            f"{name_or_path} was trained with")
-        model = cls(GPTConfig(**dict(args, block_size=block_size, dropout=dropout, tie_mode=tie_mode)))
-
-        hf_params = dict(hf.named_parameters(remove_duplicate=False))  # lm_head.weight too, when tied
-        with torch.no_grad():
-            # named_parameters() yields a shared tensor once, here as token_embedding_table.weight, so
-            # a tied head receives wte exactly once; copy_ writes in place, so the tie survives.
-            for name, param in model.named_parameters():
-                source = hf_params[hf_name(name)]
-                if name.endswith(CONV1D):
-                    source = source.t()                                  # Conv1D (in, out) -> Linear (out, in)
-                if name == 'position_embedding_table.weight':
-                    source = source[:block_size]                         # (n_positions, C) -> (block_size, C)
-                param.copy_(source)
-        return model
-
-
-def copy_probe(logits, idx, targets):
-    """How much of a copying machine the model is on one batch (DESIGN.md: at init a tied model
-    predicts "the next token is this token"). logits (B, T, n) for inputs idx (B, T) and next
-    tokens targets (B, T). Returns the means over positions of
-        copy_prob    the probability given to the current token, softmax(z)_i;
-        repeat_rate  how often the next token really is the current one (what a perfect model gives it);
-        self_margin  the current token's logit minus the mean logit, z_i - mean_k z_k (~ d*sigma at init
-                     for plain tying with identity blocks, the self term of (*))."""
-    logits = logits.float()
-    self_logit = logits.gather(-1, idx[..., None])[..., 0]                        # (B, T)
-    return dict(copy_prob=(self_logit - logits.logsumexp(-1)).exp().mean().item(),
-                repeat_rate=(targets == idx).float().mean().item(),
-                self_margin=(self_logit - logits.mean(-1)).mean().item())

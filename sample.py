@@ -13,12 +13,11 @@ import os
 
 import torch
 
-from common import (UserError, autocast_context, check_seed, out_of_memory_is_user_error, parse_config, pick_device,
-                    pick_dtype, run_cli)
-from hf_gpt2 import pretrained_meta
-from model import GPT
-from prepare import get_codec
-from plumbing import load_checkpoint, model_from_checkpoint
+from lib.command_line import UserError, check_seed, parse_config, run_cli
+from lib.hf_gpt2 import from_pretrained, pretrained_meta
+from lib.machine import autocast_context, out_of_memory_is_user_error, pick_device, pick_dtype
+from lib.run_files import load_checkpoint, model_from_checkpoint
+from lib.prepared_data import get_codec
 
 DEFAULTS = dict(
     init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
@@ -77,7 +76,7 @@ def generate_samples(cfg):
         if cfg['init_from'] == 'resume':
             model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
         else:
-            model = GPT.from_pretrained(cfg['init_from'])  # hf_gpt2.py: a hub name or a transformers folder
+            model = from_pretrained(cfg['init_from'])  # a hub name or a transformers folder
         model.to(device).eval()
         torch.manual_seed(cfg['seed'])
         ctx = autocast_context(device, dtype)  # generate() already runs without gradients

@@ -19,18 +19,18 @@ import os
 import zlib
 from contextlib import nullcontext
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
-from common import (UserError, autocast_context, check_seed, out_of_memory_is_user_error, out_of_memory_reason,
-                    parse_config, pick_compile, pick_dtype, run_cli)
-from hf_gpt2 import start_from_pretrained
-from model import GPT, GPTConfig, TIE_MODES, copy_probe
-from prepare import check_token_ids, load_meta
-from plumbing import (MODEL_KEYS, RunFiles, Throughput, batch_memory_advice, check_memory, check_resume_compatible,
-                      check_same_vocabulary, check_untie_at, check_vocab_size, checkpoint_state, ctrl_c_saves,
-                      load_checkpoint, non_finite_error, print_run_header, process_group)
+from lib.command_line import UserError, check_seed, parse_config, run_cli
+from lib.hf_gpt2 import start_from_pretrained
+from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves,
+                         out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
+from lib.probes import copy_probe
+from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
+                           check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
+from model import GPT, TIE_MODES, GPTConfig
+from lib.prepared_data import get_batch, load_splits
 
 DEFAULTS = dict(
     # I/O
@@ -132,37 +132,6 @@ def get_lr(it, cfg):
 
 
 # ---------------------------------------------------------------- data
-
-def load_splits(cfg):
-    """The prepared token arrays, read once into memory as int64 tensors, and the dataset's metadata."""
-    data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
-    meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
-    splits = {}
-    for split in ('train', 'val'):
-        path = os.path.join(data_dir, f'{split}.bin')
-        try:
-            tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
-            check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError in the model otherwise
-            if len(tokens) <= cfg['block_size']:
-                raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
-                                f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
-            splits[split] = torch.from_numpy(tokens.astype(np.int64))
-        except OSError as e:
-            raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
-                            f"--dataset={cfg['dataset']}") from None
-        except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
-            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds the "
-                            f"prepared data in memory, 8 bytes a token; use less data or a machine with more "
-                            f"memory") from None
-    return splits, meta
-
-
-def get_batch(tokens, batch_size, block_size, generator):
-    """Random windows: x (B, T) and the next-token targets y (B, T), plus the window starts."""
-    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
-    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
-    window = tokens[offsets]                                                               # (B, T+1)
-    return window[:, :-1], window[:, 1:], starts
 
 
 def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import ablate
+from lib import ablation_grid, ablation_report, run_results
 import train
 from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
 from model import TIE_MODES
@@ -64,16 +65,16 @@ def every_mode(tiny_data, tmp_path_factory):
 
 def test_every_mode_and_seed_is_trained_and_summarised(every_mode):
     out_dir, done = every_mode
-    assert ablate.MODES == (*TIE_MODES, 'tied_untie')  # the untie row comes after the tie modes
-    assert done['trained'] == [(m, s) for m in ablate.MODES for s in (1337, 1338)]
+    assert ablation_grid.MODES == (*TIE_MODES, 'tied_untie')  # the untie row comes after the tie modes
+    assert done['trained'] == [(m, s) for m in ablation_grid.MODES for s in (1337, 1338)]
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
-    assert list(rows[0]) == list(ablate.CSV_FIELDS)
-    assert {r['mode'] for r in rows} == set(ablate.MODES)
-    for mode in ablate.MODES:
+    assert list(rows[0]) == list(ablation_report.CSV_FIELDS)
+    assert {r['mode'] for r in rows} == set(ablation_grid.MODES)
+    for mode in ablation_grid.MODES:
         for seed in ('1337', '1338'):
             assert [int(r['iter']) for r in rows if r['mode'] == mode and r['seed'] == seed] == list(range(21))
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
-    assert list(summary['modes']) == list(ablate.MODES)
+    assert list(summary['modes']) == list(ablation_grid.MODES)
     assert summary['seeds'] == [1337, 1338]
     for mode, cells in summary['modes'].items():
         assert len(cells['init_step_loss']['per_seed']) == 2 and cells['init_step_loss']['std'] is not None
@@ -94,7 +95,7 @@ def test_all_modes_saw_the_same_batches(every_mode):
     rows = read_csv(os.path.join(out_dir, 'ablation.csv'))
     for seed in ('1337', '1338'):
         sequences = {mode: [r['data_fingerprint'] for r in rows if r['mode'] == mode and r['seed'] == seed]
-                     for mode in ablate.MODES}
+                     for mode in ablation_grid.MODES}
         assert len(set(map(tuple, sequences.values()))) == 1, seed
         # The fingerprint moves with every batch (the row after the last iteration repeats the last one).
         assert len(set(sequences['tied'])) == 20
@@ -137,7 +138,7 @@ def test_the_untie_row_ends_untied_and_the_tied_row_tied(every_mode):
 
 def test_only_the_untie_row_is_given_untie_at(every_mode):
     out_dir, _ = every_mode
-    for mode in ablate.MODES:
+    for mode in ablation_grid.MODES:
         for seed in SEEDS:
             config = json.load(open(os.path.join(out_dir, f'{mode}-seed{seed}', 'result.json')))['config']
             assert config['untie_at'] == (2 / 3 if mode == 'tied_untie' else None), mode
@@ -149,7 +150,7 @@ def test_the_copy_columns_are_those_of_the_runs_metrics(every_mode):
     out_dir, done = every_mode
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
     repeat_rates = []
-    for mode in ablate.MODES:
+    for mode in ablation_grid.MODES:
         start, end, unlearned = [], [], []
         for seed in SEEDS:
             rows = read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))
@@ -175,7 +176,7 @@ def test_the_copy_columns_are_those_of_the_runs_metrics(every_mode):
     assert '| copy_prob at start | unlearned copy by | copy_prob at end |' in table
     row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
     start = summary['modes']['tied']['init_copy_prob']
-    assert row[len(ablate.COLUMNS) - 3] == f"{start['mean']:.3g} ± {start['std']:.3g}"
+    assert row[len(ablation_report.COLUMNS) - 3] == f"{start['mean']:.3g} ± {start['std']:.3g}"
     # ablation.csv carries the probe: at the evaluations, and the gradient norm at the steps.
     for r in read_csv(os.path.join(out_dir, 'ablation.csv')):
         assert bool(r['copy_prob']) == bool(r['repeat_rate']) == bool(r['val_loss'])
@@ -189,14 +190,14 @@ def test_unlearned_copy_iter_is_the_first_evaluation_below_twice_the_repeat_rate
             out += [dict(iter=it, copy_prob=copy, repeat_rate=repeat),
                     dict(iter=it + 1, copy_prob=None, repeat_rate=None)]
         return out
-    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.3, 0.03), (20, 0.059, 0.03), (30, 0.02, 0.03))) == 20
+    assert run_results.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.3, 0.03), (20, 0.059, 0.03), (30, 0.02, 0.03))) == 20
     # 0.06 is twice 0.03, not below it
-    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.06, 0.03), (20, 0.07, 0.03))) is None
-    assert ablate.unlearned_copy_iter(rows((0, 0.01, 0.03), (10, 0.02, 0.03))) == 0  # below from the start: 0, not None
-    assert ablate.unlearned_copy_iter(rows((20, 0.01, 0.03), (0, 0.9, 0.03), (10, 0.05, 0.03))) == 10  # in any order
-    assert ablate.unlearned_copy_iter(rows((0, 0.9, 0.0), (10, 1e-6, 0.0))) is None  # a text that never repeats
-    assert ablate.unlearned_copy_iter([dict(iter=0), dict(iter=10)]) is None  # a metrics.csv from before the probe
-    assert ablate.unlearned_copy_iter([]) is None
+    assert run_results.unlearned_copy_iter(rows((0, 0.9, 0.03), (10, 0.06, 0.03), (20, 0.07, 0.03))) is None
+    assert run_results.unlearned_copy_iter(rows((0, 0.01, 0.03), (10, 0.02, 0.03))) == 0  # below from the start: 0, not None
+    assert run_results.unlearned_copy_iter(rows((20, 0.01, 0.03), (0, 0.9, 0.03), (10, 0.05, 0.03))) == 10  # in any order
+    assert run_results.unlearned_copy_iter(rows((0, 0.9, 0.0), (10, 1e-6, 0.0))) is None  # a text that never repeats
+    assert run_results.unlearned_copy_iter([dict(iter=0), dict(iter=10)]) is None  # a metrics.csv from before the probe
+    assert run_results.unlearned_copy_iter([]) is None
 
 
 def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monkeypatch):
@@ -207,23 +208,23 @@ def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monke
     monkeypatch.setattr(matplotlib.figure.Figure, 'savefig',
                         lambda fig, *a, **k: (figures.append(fig), savefig(fig, *a, **k)))
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
-    _, info, curves = ablate.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
-    assert ablate.plot(str(tmp_path / 'curves.png'), curves, info)
+    _, info, curves = ablation_report.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
+    assert ablation_report.plot(str(tmp_path / 'curves.png'), curves, info)
     (fig,) = figures
     assert len(fig.axes) == 3
     ax = fig.axes[2]
     assert ax.get_yscale() == 'log'
-    assert ax.get_legend_handles_labels()[1] == [info['labels'][m] for m in ablate.MODES]
+    assert ax.get_legend_handles_labels()[1] == [info['labels'][m] for m in ablation_grid.MODES]
     reference = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == '_repeat rate of the text']
     assert reference == [pytest.approx(info['repeat_rate'])]
     assert (tmp_path / 'curves.png').read_bytes().startswith(PNG_MAGIC)
     # The spread over seeds: one shaded band per mode in each panel, spanning exactly the seeds' lowest and
     # highest validation loss at every evaluation.
     for ax in fig.axes:
-        assert len(ax.collections) == len(ablate.MODES)
+        assert len(ax.collections) == len(ablation_grid.MODES)
     band = fig.axes[1].collections[0].get_paths()[0].vertices
     seeds_val = {}
-    for rows in curves[ablate.MODES[0]]:
+    for rows in curves[ablation_grid.MODES[0]]:
         for r in rows:
             if r['val_loss'] is not None:
                 seeds_val.setdefault(r['iter'] + 1, []).append(r['val_loss'])
@@ -239,7 +240,7 @@ def test_a_rerun_skips_the_untie_row_and_another_untie_at_refuses_it_only(every_
     bar = StopAfter(10 ** 9)  # a bar that does nothing; run_all alone, so the summaries stay as they are
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
     done = ablate.run_all(cfg, ablate.plan_runs(cfg), bar)
-    assert done['skipped'] == [(m, s) for m in ablate.MODES for s in SEEDS] and not done['trained']
+    assert done['skipped'] == [(m, s) for m in ablation_grid.MODES for s in SEEDS] and not done['trained']
     # --untie_at is no setting of the other rows: they are still the runs asked for.
     modes = '--modes=' + ','.join(TIE_MODES)
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2', '--untie_at=0.5', modes))
@@ -279,15 +280,15 @@ def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summa
     table = open(tmp_path / 'summary.md').read()
     row = next(line for line in table.splitlines() if line.startswith('| tied |')).split(' | ')
     assert row[-4:-1] == ['–', '–', '–'] and 'not measured' in table
-    assert row[ablate.COLUMNS.index(('grad_spikes', 'grad_norm spikes', '{:.1f}')) + 1] == '–'
+    assert row[ablation_report.COLUMNS.index(('grad_spikes', 'grad_norm spikes', '{:.1f}')) + 1] == '–'
     assert all(r[k] == '' for r in read_csv(tmp_path / 'ablation.csv') for k in PROBE_FIELDS)
     # An interrupted run's checkpoint from before the untie row: its missing untie_at counts as None.
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--modes=tied,tied_untie'))
     (_, _, tied), (_, _, untie) = ablate.plan_runs(cfg)
-    old = {k: v for k, v in ablate.recorded_config(tied).items() if k not in ('untie_at', 'gelu_approx')}
-    ablate.check_same_config(ablate.recorded_config(tied), old, 'ckpt.pt', 'tied-seed1337')
+    old = {k: v for k, v in ablation_grid.recorded_config(tied).items() if k not in ('untie_at', 'gelu_approx')}
+    ablate.check_same_config(ablation_grid.recorded_config(tied), old, 'ckpt.pt', 'tied-seed1337')
     with pytest.raises(ablate.UserError, match='untie_at=None.*untie_at=0.666'):
-        ablate.check_same_config(ablate.recorded_config(untie), old, 'ckpt.pt', 'tied_untie-seed1337')
+        ablate.check_same_config(ablation_grid.recorded_config(untie), old, 'ckpt.pt', 'tied_untie-seed1337')
 
 
 def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
@@ -431,17 +432,17 @@ def test_other_bad_options_are_user_errors(args, culprit):
 
 def test_welch_interval_is_the_textbook_one():
     # equal variances 2.5, five seeds a side: se = 1, Welch's df = 8, t(0.975, 8) = 2.306
-    diff, low, high = ablate.welch_interval([1, 2, 3, 4, 5], [2, 3, 4, 5, 6])
+    diff, low, high = ablation_report.welch_interval([1, 2, 3, 4, 5], [2, 3, 4, 5, 6])
     assert diff == pytest.approx(-1) and low == pytest.approx(-3.306) and high == pytest.approx(1.306)
     # unequal variances 2.5 and 0.025: df = (0.5 + 0.005)^2 / (0.5^2/4 + 0.005^2/4) = 4.080, between 4 and 5
     a, b = [1, 2, 3, 4, 5], [3.0, 3.2, 2.8, 3.1, 2.9]
-    diff, low, high = ablate.welch_interval(a, b)
+    diff, low, high = ablation_report.welch_interval(a, b)
     t = 2.776 + 0.0800 * (2.571 - 2.776)
     assert diff == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(t * 0.505 ** 0.5, rel=1e-4)
-    assert ablate.welch_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])[2] < 0      # clearly apart: excludes zero
-    diff, low, high = ablate.welch_interval([1.0], [2.0, 2.1])               # one seed: no interval
+    assert ablation_report.welch_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])[2] < 0      # clearly apart: excludes zero
+    diff, low, high = ablation_report.welch_interval([1.0], [2.0, 2.1])               # one seed: no interval
     assert diff == pytest.approx(-1.05) and low is None and high is None
-    assert ablate.t_975(100) == pytest.approx(1.984, abs=0.002)
+    assert ablation_report.t_975(100) == pytest.approx(1.984, abs=0.002)
 
 
 def assert_seed_differences(differences, mine, theirs):
@@ -494,32 +495,32 @@ def test_versus_compares_two_ablations_mode_by_mode_and_names_what_differs(every
 
 def test_spikes_are_counted_once_each_and_never_on_a_smooth_curve():
     smooth = [10 * 0.99 ** i + 0.01 * (i % 3) for i in range(300)]  # decaying, with a little wobble
-    assert ablate.count_spikes(smooth, ablate.loss_spike) == 0
-    assert ablate.count_spikes(smooth, ablate.grad_spike) == 0
+    assert run_results.count_spikes(smooth, run_results.loss_spike) == 0
+    assert run_results.count_spikes(smooth, run_results.grad_spike) == 0
     one = list(smooth)
     one[150] = 40.0
-    assert ablate.count_spikes(one, ablate.loss_spike) == 1 and ablate.count_spikes(one, ablate.grad_spike) == 1
+    assert run_results.count_spikes(one, run_results.loss_spike) == 1 and run_results.count_spikes(one, run_results.grad_spike) == 1
     two_steps = list(one)
     two_steps[151] = 40.0  # a loss that stays up for a second step is still one spike
-    assert ablate.count_spikes(two_steps, ablate.loss_spike) == 1
+    assert run_results.count_spikes(two_steps, run_results.loss_spike) == 1
     apart = list(one)
     apart[250] = 40.0
-    assert ablate.count_spikes(apart, ablate.grad_spike) == 2
+    assert run_results.count_spikes(apart, run_results.grad_spike) == 2
     # grad_norm: 4 x the median of the window is the line (3.9 x is not a spike, 4.1 x is)
     flat = [1.0] * 50
-    assert ablate.count_spikes(flat + [3.9] + flat, ablate.grad_spike) == 0
-    assert ablate.count_spikes(flat + [4.1] + flat, ablate.grad_spike) == 1
+    assert run_results.count_spikes(flat + [3.9] + flat, run_results.grad_spike) == 0
+    assert run_results.count_spikes(flat + [4.1] + flat, run_results.grad_spike) == 1
     # the first SPIKE_MIN_HISTORY values are not judged; None (steps not logged) is skipped
-    assert ablate.count_spikes([1.0, 100.0] + [1.0] * 20, ablate.grad_spike) == 0
-    assert ablate.count_spikes([None, 1.0] * 20 + [9.0], ablate.grad_spike) == 1
-    assert ablate.count_spikes([None, None], ablate.grad_spike) is None
-    assert ablate.count_spikes([], ablate.loss_spike) is None
+    assert run_results.count_spikes([1.0, 100.0] + [1.0] * 20, run_results.grad_spike) == 0
+    assert run_results.count_spikes([None, 1.0] * 20 + [9.0], run_results.grad_spike) == 1
+    assert run_results.count_spikes([None, None], run_results.grad_spike) is None
+    assert run_results.count_spikes([], run_results.loss_spike) is None
 
 
 def test_best_iteration_gap_and_spike_columns_are_those_of_the_runs_metrics(every_mode):
     out_dir, _ = every_mode
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
-    for mode in ablate.MODES:
+    for mode in ablation_grid.MODES:
         best_iter, gap, grad, loss = [], [], [], []
         for seed in SEEDS:
             rows = read_csv(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'))
@@ -527,8 +528,8 @@ def test_best_iteration_gap_and_spike_columns_are_those_of_the_runs_metrics(ever
             lowest = min(float(r['val_loss']) for r in evals)
             best_iter.append(next(int(r['iter']) for r in evals if float(r['val_loss']) == lowest))
             gap.append(float(evals[-1]['val_loss']) - float(evals[-1]['train_loss']))
-            grad.append(ablate.count_spikes([float(r['grad_norm']) for r in rows if r['grad_norm']], ablate.grad_spike))
-            loss.append(ablate.count_spikes([float(r['step_loss']) for r in rows if r['step_loss']], ablate.loss_spike))
+            grad.append(run_results.count_spikes([float(r['grad_norm']) for r in rows if r['grad_norm']], run_results.grad_spike))
+            loss.append(run_results.count_spikes([float(r['step_loss']) for r in rows if r['step_loss']], run_results.loss_spike))
         cells = summary['modes'][mode]
         assert cells['best_val_iter']['per_seed'] == best_iter and set(best_iter) <= {0, 10, 20}
         assert cells['gap_at_end']['per_seed'] == pytest.approx(gap)
@@ -543,8 +544,8 @@ def test_best_iteration_gap_and_spike_columns_are_those_of_the_runs_metrics(ever
 
 def test_validation_loss_by_training_frequency(every_mode, tiny_data):
     import numpy as np
-    from plumbing import load_checkpoint, model_from_checkpoint
-    from prepare import load_meta
+    from lib.run_files import load_checkpoint, model_from_checkpoint
+    from lib.prepared_data import load_meta
     out_dir, _ = every_mode
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
     data_dir = os.path.join(tiny_data, 'tiny')
@@ -552,11 +553,11 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
     train_ids = np.fromfile(os.path.join(data_dir, 'train.bin'), dtype=meta['dtype']).astype(np.int64)
     val = np.fromfile(os.path.join(data_dir, 'val.bin'), dtype=meta['dtype']).astype(np.int64)
     seen = np.bincount(train_ids, minlength=meta['vocab_size'])[val[1:]]  # each target's count in train.bin
-    expected = [int(((seen >= lo) & (seen < (hi or np.inf))).sum()) for _, _, lo, hi in ablate.BUCKETS]
+    expected = [int(((seen >= lo) & (seen < (hi or np.inf))).sum()) for _, _, lo, hi in run_results.BUCKETS]
     assert sum(expected) == len(val) - 1 and expected[-1] > 0 and expected[1] > 0  # the tiny text has rare letters
     for mode in ('tied', 'untied', 'tied_untie'):
         cells = summary['modes'][mode]
-        for key, count in zip(ablate.BUCKET_TOKENS, [len(val) - 1] + expected):
+        for key, count in zip(run_results.BUCKET_TOKENS, [len(val) - 1] + expected):
             assert cells[key]['per_seed'] == [count] * len(SEEDS)  # every target evaluated once
         # The token-weighted mean over the buckets is the checkpoint's loss over the whole split.
         path = os.path.join(out_dir, f'{mode}-seed1337', 'ckpt.pt')
@@ -569,11 +570,11 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
                 y = torch.from_numpy(val[start + 1:min(start + T, n) + 1])[None]
                 total += model(x, y)[1].item() * x.numel()
         buckets = [(cells[f'val_loss_{key}']['per_seed'][0], count)
-                   for (key, *_), count in zip(ablate.BUCKETS, expected)]
+                   for (key, *_), count in zip(run_results.BUCKETS, expected)]
         assert sum(loss * count for loss, count in buckets if count) / n == pytest.approx(total / n, rel=1e-5)
         assert cells['val_loss_all']['per_seed'][0] == pytest.approx(total / n, rel=1e-5)  # the 'whole split' column
         assert all((loss is None) == (count == 0) for loss, count in buckets)
-        assert os.path.exists(os.path.join(out_dir, f'{mode}-seed1337', ablate.BUCKET_FILE))
+        assert os.path.exists(os.path.join(out_dir, f'{mode}-seed1337', run_results.BUCKET_FILE))
     table = open(os.path.join(out_dir, 'summary.md')).read()
     assert f"| seen 10-99 ({expected[1]:,} tokens) |" in table
     lines = table.splitlines()

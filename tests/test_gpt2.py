@@ -16,11 +16,13 @@ from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 import export  # noqa: E402
 import init_loss  # noqa: E402
+from lib import prepared_data  # noqa: E402
 import prepare  # noqa: E402
 import sample  # noqa: E402
 import train  # noqa: E402
-from common import UserError  # noqa: E402
+from lib.command_line import UserError  # noqa: E402
 from conftest import assert_one_line_error, gpt2_files_cached, run, tiny_corpus, tiny_train_args  # noqa: E402
+from lib import hf_gpt2  # noqa: E402
 from model import GPT  # noqa: E402
 
 N_POSITIONS = 32
@@ -59,7 +61,7 @@ def random_ids(T=N_POSITIONS, vocab=50257):
 # ---------------------------------------------------------------- loading
 
 def test_from_pretrained_gives_transformers_logits(hf_dir):
-    model = GPT.from_pretrained(hf_dir)
+    model = hf_gpt2.from_pretrained(hf_dir)
     cfg = model.config
     assert (cfg.tie_mode, cfg.bias, cfg.emb_scale, cfg.gelu_approx) == ('tied', True, False, 'tanh')
     assert (cfg.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd) == (50257, N_POSITIONS, 2, 2, 64)
@@ -73,7 +75,7 @@ def test_from_pretrained_gives_transformers_logits(hf_dir):
 
 
 def test_the_tie_survives_loading_as_one_tensor(hf_dir):
-    model = GPT.from_pretrained(hf_dir)
+    model = hf_gpt2.from_pretrained(hf_dir)
     assert model.lm_head.weight is model.token_embedding_table.weight
     assert model.lm_head.weight.data_ptr() == model.token_embedding_table.weight.data_ptr()
     hf = GPT2LMHeadModel.from_pretrained(hf_dir)
@@ -87,7 +89,7 @@ def test_the_tie_survives_loading_as_one_tensor(hf_dir):
 
 
 def test_untied_start_copies_the_head_and_a_shorter_block_crops_positions(hf_dir):
-    model = GPT.from_pretrained(hf_dir, tie_mode='untied', block_size=16)
+    model = hf_gpt2.from_pretrained(hf_dir, tie_mode='untied', block_size=16)
     assert not model.is_tied
     assert model.lm_head.weight.data_ptr() != model.token_embedding_table.weight.data_ptr()
     assert torch.equal(model.lm_head.weight, model.token_embedding_table.weight)
@@ -95,25 +97,25 @@ def test_untied_start_copies_the_head_and_a_shorter_block_crops_positions(hf_dir
     idx = random_ids()
     assert (our_logits(model, idx[:, :16]) - hf_logits(hf_dir, idx)[:, :16]).abs().max().item() <= TOL
     with pytest.raises(UserError, match='longer than the 32 positions'):
-        GPT.from_pretrained(hf_dir, block_size=64)
+        hf_gpt2.from_pretrained(hf_dir, block_size=64)
 
 
 def test_loading_failures_are_user_errors(hf_dir, tmp_path, monkeypatch):
     with pytest.raises(UserError, match='no such folder'):
-        GPT.from_pretrained(str(tmp_path / 'missing'))
+        hf_gpt2.from_pretrained(str(tmp_path / 'missing'))
     with pytest.raises(UserError, match='save_pretrained'):
-        GPT.from_pretrained(str(tmp_path))  # a folder without config.json
+        hf_gpt2.from_pretrained(str(tmp_path))  # a folder without config.json
     with monkeypatch.context() as m:
         m.setitem(sys.modules, 'transformers', None)  # what an uninstalled package looks like to import
         with pytest.raises(UserError, match='pip install transformers'):
-            GPT.from_pretrained(hf_dir)
+            hf_gpt2.from_pretrained(hf_dir)
     import huggingface_hub.constants
     from huggingface_hub import try_to_load_from_cache
     if isinstance(try_to_load_from_cache('gpt2', 'config.json'), str):
         pytest.skip("gpt2 is in this machine's Hugging Face cache")
     monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)  # no network: fail at once
     with pytest.raises(UserError, match='not in the Hugging Face cache.*works offline'):
-        GPT.from_pretrained('gpt2')
+        hf_gpt2.from_pretrained('gpt2')
 
 
 # ---------------------------------------------------------------- fine-tuning, sampling, measuring
@@ -153,7 +155,7 @@ def test_finetune_two_steps_then_resume(finetuned, hf_dir, bpe_data):
     assert (args['gelu_approx'], args['bias'], args['tie_mode'], args['n_embd'], args['block_size']) == \
         ('tanh', True, 'tied', 64, 16)  # GPT-2's model, its position table cropped to the training window
     assert ckpt['model']['lm_head.weight'].data_ptr() == ckpt['model']['token_embedding_table.weight'].data_ptr()
-    start = GPT.from_pretrained(hf_dir).state_dict()
+    start = hf_gpt2.from_pretrained(hf_dir).state_dict()
     moved = (ckpt['model']['blocks.0.attn.c_attn.weight'] - start['blocks.0.attn.c_attn.weight']).abs().max()
     assert 0 < moved < 0.1  # trained from the pretrained weights, not from a fresh init
 
@@ -169,7 +171,7 @@ def test_sample_from_pretrained_is_greedy_gpt2(hf_dir, gpt2_files):
     [text] = sample.generate_samples(dict(sample.DEFAULTS, init_from=hf_dir, start=prompt, num_samples=1,
                                           max_new_tokens=5, temperature=0, device='cpu', dtype='float32'))
     # The same five tokens, chosen greedily from transformers' own logits.
-    encode, decode = prepare.get_codec(dict(tokenizer='gpt2'))
+    encode, decode = prepared_data.get_codec(dict(tokenizer='gpt2'))
     ids = torch.tensor([encode(prompt)])
     for _ in range(5):
         ids = torch.cat([ids, hf_logits(hf_dir, ids)[:, -1:].argmax(-1)], dim=1)
@@ -181,7 +183,7 @@ def test_init_loss_measures_a_pretrained_model_on_text(hf_dir, bpe_data, tmp_pat
     text.write_text(' the' * 20 + ' cat sat on a mat' * 20, encoding='utf-8')
     init_loss.main([f'--init_from={hf_dir}', f'--text={text}', '--block_size=16', '--windows=3', '--json'])
     row = json.loads(capsys.readouterr().out)
-    ids = prepare.get_codec(dict(tokenizer='gpt2'))[0](text.read_text(encoding='utf-8'))[:49]
+    ids = prepared_data.get_codec(dict(tokenizer='gpt2'))[0](text.read_text(encoding='utf-8'))[:49]
     assert row['tokens'] == 48
     assert row['repeat_rate'] == pytest.approx(sum(a == b for a, b in zip(ids, ids[1:])) / 48, abs=1e-5)
     assert 0 < row['copy_prob'] < 1 and row['loss'] > 0
@@ -236,7 +238,7 @@ def test_export_round_trips_with_the_tie_declared(tie_mode, finetuned, hf_dir, b
     with torch.no_grad():
         assert (our_logits(ours, idx) - theirs(idx).logits).abs().max().item() <= TOL
     # And back: our loader reads the export into the same model, with the same tie.
-    back = GPT.from_pretrained(target)
+    back = hf_gpt2.from_pretrained(target)
     assert back.is_tied is tied and back.config.tie_mode == tie_mode
     for name, value in ours.state_dict().items():
         assert torch.equal(back.state_dict()[name], value), name

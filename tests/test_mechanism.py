@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from lib import prepared_data
 import train
 from conftest import assert_one_line_error, run, tiny_train_args, train_with_ddp
 from model import GPT, GPTConfig
@@ -48,11 +49,11 @@ def test_at_init_a_tied_model_copies_and_a_shuffled_one_does_not(tiny_data, tmp_
     assert abs(shuffle['self_margin']) < 1.0
     # the same fixed validation batches, so the same real repeat rate, and it is what the data says
     assert tied['repeat_rate'] == shuffle['repeat_rate']
-    splits, _ = train.load_splits(dict(train.DEFAULTS, data_dir=tiny_data, dataset='tiny', **PROBE_SHAPE))
+    splits, _ = prepared_data.load_splits(dict(train.DEFAULTS, data_dir=tiny_data, dataset='tiny', **PROBE_SHAPE))
     generator = torch.Generator().manual_seed(train.DEFAULTS['seed'] + train.EVAL_SEED_OFFSET)
     rates = []
     for _ in range(PROBE_SHAPE['eval_iters']):
-        x, y, _ = train.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)
+        x, y, _ = prepared_data.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)
         rates.append((x == y).float().mean().item())
     assert tied['repeat_rate'] == pytest.approx(sum(rates) / len(rates), abs=1e-4)
 
@@ -149,7 +150,7 @@ def test_sample_reads_an_untied_checkpoint(tiny_data, tmp_path):
     out_dir = str(tmp_path)
     summary = run_training(tiny_data, out_dir, **UNTIE)
     model = train.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'), 'cpu')
-    from plumbing import model_from_checkpoint
+    from lib.run_files import model_from_checkpoint
     loaded = model_from_checkpoint(model, os.path.join(out_dir, 'ckpt.pt'))
     for name, value in summary['model'].state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from init_loss import measure_initial_losses, predicted_initial_loss
-from common import autocast_context
-from model import GPT, GPTConfig, TIE_MODES, memory_floor
+from lib.machine import autocast_context, memory_floor
+from model import GPT, GPTConfig, TIE_MODES
 
 TIED_MODES = [m for m in TIE_MODES if m != 'untied']
 SMALL = dict(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)

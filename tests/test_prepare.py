@@ -10,8 +10,9 @@ import tarfile
 import numpy as np
 import pytest
 
+from lib import prepared_data
 import prepare
-from common import UserError
+from lib.command_line import UserError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_TINY = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "tinyshakespeare.txt")
@@ -41,7 +42,7 @@ def read_split(data_dir, split, meta):
 
 def test_char_round_trip_and_metadata(tmp_path):
     source, data_dir = prepared(tmp_path)
-    meta = prepare.load_meta(data_dir)
+    meta = prepared_data.load_meta(data_dir)
     assert meta["tokenizer"] == "char" and meta["dataset"] == "book"
     assert meta["chars"] == sorted(set(TEXT)) and meta["vocab_size"] == len(set(TEXT))
     assert meta["dtype"] == "uint16"
@@ -49,7 +50,7 @@ def test_char_round_trip_and_metadata(tmp_path):
     assert meta["train_tokens"] + meta["val_tokens"] == len(TEXT)
     assert meta["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
     assert meta["source_bytes"] == len(TEXT.encode("utf-8")) and meta["source"] == "book.txt"
-    encode, decode = prepare.get_codec(meta)
+    encode, decode = prepared_data.get_codec(meta)
     ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
     assert decode(ids) == TEXT
     assert encode(TEXT) == ids
@@ -71,24 +72,24 @@ def test_large_vocabulary_uses_uint32(tmp_path, capsys):
     source = tmp_path / "wide.txt"
     source.write_text(text, encoding="utf-8")
     prepare.main([f"--input={source}", f"--out_dir={tmp_path}"])
-    meta = prepare.load_meta(tmp_path / "wide")
+    meta = prepared_data.load_meta(tmp_path / "wide")
     assert meta["vocab_size"] == 66_000 and meta["dtype"] == "uint32"
     ids = read_split(tmp_path / "wide", "train", meta) + read_split(tmp_path / "wide", "val", meta)
     assert max(ids) == 65_999
-    assert prepare.get_codec(meta)[1](ids) == text
+    assert prepared_data.get_codec(meta)[1](ids) == text
     assert "vocab_size 66,000, dtype uint32" in capsys.readouterr().out
 
 
 def test_bpe_round_trip(tmp_path, gpt2_files):
     import tiktoken
     _, data_dir = prepared(tmp_path, TEXT, "--tokenizer=gpt2")
-    meta = prepare.load_meta(data_dir)
+    meta = prepared_data.load_meta(data_dir)
     assert meta["tokenizer"] == "gpt2" and meta["vocab_size"] == 50257 and meta["dtype"] == "uint16"
     assert "chars" not in meta
     ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
     assert ids == tiktoken.get_encoding("gpt2").encode_ordinary(TEXT)
     assert len(ids) < len(TEXT) / 2  # really BPE, not characters
-    encode, decode = prepare.get_codec(meta)
+    encode, decode = prepared_data.get_codec(meta)
     assert decode(ids) == TEXT and encode(TEXT) == ids
     assert decode([50257, 50303]) == "\ufffd\ufffd"  # ids of a padded vocabulary name no token
 
@@ -96,7 +97,7 @@ def test_bpe_round_trip(tmp_path, gpt2_files):
 def test_compact_bpe_keeps_the_ids_the_text_uses_and_round_trips(tmp_path, gpt2_files):
     import tiktoken
     _, data_dir = prepared(tmp_path, TEXT, "--tokenizer=gpt2", "--compact_vocab=true")
-    meta = prepare.load_meta(data_dir)
+    meta = prepared_data.load_meta(data_dir)
     full = tiktoken.get_encoding("gpt2").encode_ordinary(TEXT)
     kept = sorted(set(full))
     assert meta["tokenizer"] == "gpt2" and meta["bpe_ids"] == kept
@@ -104,7 +105,7 @@ def test_compact_bpe_keeps_the_ids_the_text_uses_and_round_trips(tmp_path, gpt2_
     ids = read_split(data_dir, "train", meta) + read_split(data_dir, "val", meta)
     assert max(ids) == meta["vocab_size"] - 1 and min(ids) == 0  # every compact id is used, none beyond k
     assert [meta["bpe_ids"][i] for i in ids] == full  # renumbered in increasing GPT-2 order, nothing else
-    encode, decode = prepare.get_codec(meta)
+    encode, decode = prepared_data.get_codec(meta)
     assert decode(ids) == TEXT and encode(TEXT) == ids
     assert encode(" hear me speak.") == [kept.index(i) for i in tiktoken.get_encoding("gpt2")
                                          .encode_ordinary(" hear me speak.")]
@@ -120,7 +121,7 @@ def test_compact_bpe_keeps_the_ids_the_text_uses_and_round_trips(tmp_path, gpt2_
     with open(meta_path, "w", encoding="utf-8") as f:
         json.dump(edited, f)
     with pytest.raises(UserError, match=f"vocab_size={len(kept)} but bpe_ids has {len(kept) - 1} entries"):
-        prepare.load_meta(data_dir)
+        prepared_data.load_meta(data_dir)
 
 
 def test_missing_tiktoken_files_explain_the_cache_variable(monkeypatch):
@@ -130,11 +131,11 @@ def test_missing_tiktoken_files_explain_the_cache_variable(monkeypatch):
         raise ConnectionError("Failed to resolve 'openaipublic.blob.core.windows.net'")
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     with pytest.raises(UserError, match="TIKTOKEN_CACHE_DIR"):
-        prepare.get_codec({"tokenizer": "gpt2"})
+        prepared_data.get_codec({"tokenizer": "gpt2"})
 
 
 def test_unknown_prompt_characters_are_named():
-    encode, decode = prepare.get_codec({"tokenizer": "char", "chars": list("\n abc")})
+    encode, decode = prepared_data.get_codec({"tokenizer": "char", "chars": list("\n abc")})
     assert decode(encode("ab\nc")) == "ab\nc"
     with pytest.raises(UserError) as info:
         encode("a é%b%")
@@ -189,7 +190,7 @@ def test_cached_tiny_shakespeare_is_used_without_network(tmp_path):
     result = run_prepare(f"--out_dir={tmp_path}")
     assert result.returncode == 0, result.stderr
     assert "corpus: tinyshakespeare, 1,115,394 bytes" in result.stdout
-    meta = prepare.load_meta(tmp_path / "shakespeare_char")
+    meta = prepared_data.load_meta(tmp_path / "shakespeare_char")
     assert meta["source_sha256"] == prepare.TINY_SHAKESPEARE_SHA256
     # the familiar NanoGPT numbers for this corpus
     assert (meta["vocab_size"], meta["train_tokens"], meta["val_tokens"]) == (65, 1_003_854, 111_540)
@@ -223,24 +224,24 @@ def test_interrupted_rewrite_leaves_no_meta_and_no_temp_files(tmp_path, monkeypa
         prepare.main([f"--input={tmp_path / 'book.txt'}", f"--out_dir={tmp_path / 'data'}"])
     assert sorted(os.listdir(data_dir)) == ["train.bin", "val.bin"]
     with pytest.raises(UserError, match="python prepare.py --input=FILE --dataset=book --out_dir="):
-        prepare.load_meta(data_dir)
+        prepared_data.load_meta(data_dir)
 
 
 def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match=r"data/shakespeare_char .*create it with: python prepare.py$"):
-        prepare.load_meta("data/shakespeare_char")
+        prepared_data.load_meta("data/shakespeare_char")
     with pytest.raises(UserError, match="python prepare.py --dataset=shakespeare --out_dir="):
-        prepare.load_meta(tmp_path / "shakespeare")
+        prepared_data.load_meta(tmp_path / "shakespeare")
     _, data_dir = prepared(tmp_path)
     with open(os.path.join(data_dir, "train.bin"), "r+b") as f:
         f.truncate(10)
     with pytest.raises(UserError, match="does not match meta.json"):
-        prepare.load_meta(data_dir)
+        prepared_data.load_meta(data_dir)
     with open(os.path.join(data_dir, "meta.json"), "w") as f:
         f.write("{not json")
     with pytest.raises(UserError, match="unreadable"):
-        prepare.load_meta(data_dir)
+        prepared_data.load_meta(data_dir)
 
 
 @pytest.mark.parametrize("change, problem", [
@@ -265,7 +266,7 @@ def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny
     meta = change if isinstance(change, list) else dict(meta, **change)
     (data_dir / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(UserError) as info:
-        prepare.load_meta(data_dir)
+        prepared_data.load_meta(data_dir)
     message = str(info.value)
     assert message.startswith(f"{data_dir / 'meta.json'} {problem}")
     assert message.endswith(f"; re-create it with: python prepare.py --input=FILE --dataset=tiny --out_dir={tmp_path}")

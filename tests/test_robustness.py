@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 import torch
 
+from lib import prepared_data
 import prepare
 import train
-from common import UserError
+from lib.command_line import UserError
 from conftest import ENV, REPO_ROOT, assert_one_line_error, run, tiny_corpus, tiny_train_args
 from model import GPT, GPTConfig
 
@@ -171,7 +172,7 @@ BAD_INPUTS = {
     'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
     'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
     # Sizes that cannot fit in any machine's memory: refused before anything is allocated or written
-    # (plumbing.check_memory), or at the first allocation, which the allocator refuses at once. Either
+    # (lib.machine.check_memory), or at the first allocation, which the allocator refuses at once. Either
     # way the test allocates nothing.
     'batch_too_large_for_memory': ('train.py', ['--batch_size=10000000000000'],
                                    ['a training step needs at least ', ' more than the ',
@@ -611,7 +612,7 @@ def test_out_of_memory_while_reading_data_or_preparing_it_is_one_line(tiny_data,
         return real_fromfile(path, *args, **kwargs)
     monkeypatch.setattr(np, 'fromfile', fromfile)
     with pytest.raises(UserError) as info:
-        train.load_splits(train.parse_train_args([f'--data_dir={tiny_data}', '--dataset=tiny']))
+        prepared_data.load_splits(train.parse_train_args([f'--data_dir={tiny_data}', '--dataset=tiny']))
     assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) reading {tiny_data}/tiny/val.bin: "
                                f"train.py holds the prepared data in memory, 8 bytes a token; use less data or a "
                                f"machine with more memory")
@@ -663,10 +664,10 @@ def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn
         if not (data_dir / 'meta.json').exists():
             state = 'no meta.json'
             with pytest.raises(UserError, match='create it with: python prepare.py --input=FILE --dataset=book'):
-                prepare.load_meta(data_dir)
+                prepared_data.load_meta(data_dir)
         else:
             state = 'complete'
-            meta = prepare.load_meta(data_dir)  # sizes agree with meta.json
+            meta = prepared_data.load_meta(data_dir)  # sizes agree with meta.json
             ids = np.concatenate([np.fromfile(data_dir / 'train.bin', dtype=np.uint16),
                                   np.fromfile(data_dir / 'val.bin', dtype=np.uint16)])
             assert np.array_equal(ids, expected[meta['source_sha256']])  # and the content is that input's, whole

@@ -1,43 +1,42 @@
-"""
-The plumbing of a training run, so that train.py can tell the training story: the run's files
-(out_dir/ckpt.pt and out_dir/metrics.csv), the checks of a run's inputs and the one-line errors a
-run can end with, the process (DDP set-up and tear-down), Ctrl-C, and throughput bookkeeping.
+"""A training run's files: out_dir/ckpt.pt (everything an exact resume needs, written whole) and
+out_dir/metrics.csv (a row per logged iteration), with the checks a run makes before it writes them
+and the one-line errors it can end with.
 
-A checkpoint holds everything an exact resume needs (model, optimizer, RNG and data-order
-state, iteration) and is always written whole: to a temporary file beside it, then renamed, so a
-kill at any moment leaves the previous one intact. metrics.csv gets one row per logged
-iteration; a resume first drops the rows logged after its checkpoint, since those iterations are
-trained again. Every failure to read or write these files becomes one UserError that says what
-is kept and what to do.
+A checkpoint is written to a temporary file beside it, then renamed, so a kill at any moment
+leaves the previous one intact. A resume first drops the metrics rows logged after its
+checkpoint, since those iterations are trained again. Every failure to read or write these files
+becomes one UserError that says what is kept and what to do.
 """
 
 import csv
 import io
 import os
-import signal
-import statistics
-import threading
-import time
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
 import torch
 
-from common import (UserError, atomic_torch_save, atomic_write_bytes, memory_shortfall, out_of_memory_reason,
-                    pick_device, remove_stale_temps)
-from model import GPT, GPTConfig, memory_floor
+from lib.atomic_files import atomic_torch_save, atomic_write_bytes, remove_stale_temps
+from lib.command_line import UserError
+from lib.machine import out_of_memory_reason
+from model import GPT, GPTConfig
+
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
               'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx')
+
+
 # Model keys that checkpoints written before the key existed lack, with the value they were trained with.
 LEGACY_MODEL_ARGS = dict(gelu_approx='none')
+
+
 # What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
+
+
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
                   'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
 
-
-# ---------------------------------------------------------------- the run's files
 
 def load_checkpoint(path, device):
     if not os.path.exists(path):
@@ -222,9 +221,6 @@ class RunFiles:
                 self._file.close()
 
 
-# ---------------------------------------------------------------- checks and messages for train.py
-# Every one runs before the first write or words the one line a failed run ends with.
-
 UNTIE_MODES = ('tied', 'small_init')  # the modes --untie_at accepts: a plain shared matrix, nothing in between
 
 
@@ -233,29 +229,6 @@ def check_untie_at(cfg):
     if cfg['untie_at'] is not None and cfg['tie_mode'] not in UNTIE_MODES:
         raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(UNTIE_MODES)}, "
                         f"got --tie_mode={cfg['tie_mode']}")
-
-
-def batch_memory_advice(cfg):
-    """What to change when a training step does not fit in memory, with the values now."""
-    return (f"--batch_size={cfg['batch_size']}, --block_size={cfg['block_size']}, --gradient_accumulation_steps="
-            f"{cfg['gradient_accumulation_steps']}; use a smaller --batch_size or --block_size (a larger "
-            f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
-
-
-def check_memory(model_config, cfg, device, dtype):
-    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
-    (model.memory_floor, a lower bound on one step's memory, against all the memory the device has).
-    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
-    kernel's OOM killer ends the process without a word. A run let through here may still run out of
-    memory; the training loop then says so in one line too."""
-    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
-    if short:
-        raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
-                        f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
-                        f"or --n_embd")
-    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
-    if short:
-        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
 
 
 def non_finite_error(what, value, iter_num, cfg, dtype, files):
@@ -287,125 +260,3 @@ def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, w
     print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
     print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
           f"{tokens_per_iter:,} tokens per iteration")
-
-
-# ---------------------------------------------------------------- the process, Ctrl-C, throughput
-
-class Process:
-    """Where this process trains: its device and, under torchrun, its DDP rank."""
-    ddp, rank, local_rank, world_size = False, 0, 0, 1
-
-    @property
-    def master(self):  # rank 0 alone evaluates, logs and writes the run's files
-        return self.rank == 0
-
-
-@contextmanager
-def process_group(cfg):
-    """Set up the process (under torchrun: join the DDP group, one GPU per rank) and tear it down."""
-    proc = Process()
-    proc.ddp = int(os.environ.get('RANK', -1)) != -1
-    if not proc.ddp:
-        proc.device = pick_device(cfg['device'])
-        yield proc
-        return
-    from torch.distributed import destroy_process_group, init_process_group
-    proc.rank, proc.local_rank, proc.world_size = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
-    proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
-    if proc.device.startswith('cuda'):
-        torch.cuda.set_device(proc.device)
-    init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
-    try:
-        if cfg['gradient_accumulation_steps'] % proc.world_size:
-            raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
-                            f"by the number of processes ({proc.world_size})")
-        yield proc
-    finally:
-        destroy_process_group()
-
-
-@contextmanager
-def ctrl_c_saves(proc, files):
-    """Ctrl-C sets the flag this yields: the loop finishes its iteration, saves, then stops. A second
-    Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp
-    file until it is complete. Only the main thread may set a handler; elsewhere (or where SIGINT is
-    ignored, as under nohup) Ctrl-C keeps its usual meaning and the last checkpoint is what remains."""
-    interrupted = []
-    def on_sigint(signum, frame):
-        interrupted.append(True)
-        signal.signal(signal.SIGINT, previous_handler)
-        # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr.
-        os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
-    handle = (proc.master and threading.current_thread() is threading.main_thread()
-              and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
-    previous_handler = signal.signal(signal.SIGINT, on_sigint) if handle else None
-    try:
-        yield interrupted
-    except KeyboardInterrupt as e:
-        if e.args:  # the loop's own "interrupted at iteration ..." after its save
-            raise
-        if not proc.master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
-            raise KeyboardInterrupt(f"rank {proc.rank} stopped; rank 0 writes the checkpoints") from None
-        raise KeyboardInterrupt(f"stopped at once; {files.kept()}") from None  # a second Ctrl-C, or no handler
-    finally:
-        if handle:
-            signal.signal(signal.SIGINT, previous_handler)
-
-
-class Throughput:
-    """Tokens per second over logging windows, with evaluation time paused out of them, and the
-    MFU they mean on a GPU whose datasheet peak is known."""
-
-    def __init__(self, flops_per_token=None, device='cpu', dtype='float32'):
-        self.started = time.time()
-        self.window_start, self.window_tokens, self.rates = time.perf_counter(), 0, []
-        self.last = 0.0
-        self.flops_per_token = flops_per_token
-        self.peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
-
-    def elapsed(self):
-        return time.time() - self.started
-
-    @contextmanager
-    def paused(self):
-        paused_at = time.perf_counter()
-        yield
-        self.window_start += time.perf_counter() - paused_at
-
-    def add(self, tokens):
-        self.window_tokens += tokens
-
-    def tick(self):
-        """Close the window: its tokens/s, also kept for the run's median."""
-        now = time.perf_counter()
-        self.last = self.window_tokens / max(now - self.window_start, 1e-9)
-        self.rates.append(self.last)
-        self.window_start, self.window_tokens = now, 0
-        return self.last
-
-    def median(self):
-        return statistics.median(self.rates) if self.rates else 0.0
-
-    def postfix(self, val=None, **shown):
-        """What the progress bar shows after the last window: the given values, tokens/s, the
-        latest validation loss (if any) and the MFU (on a known GPU)."""
-        shown['tok_s'] = f"{self.last:,.0f}"
-        if val is not None:
-            shown['val'] = f"{val:.4f}"
-        if self.peak and self.flops_per_token:
-            shown['mfu'] = f"{100 * self.flops_per_token * self.last / self.peak:.1f}%"
-        return shown
-
-
-# Dense bf16/fp16 tensor-core peaks from NVIDIA's datasheets, FLOP/s, for MFU.
-GPU_PEAK_FLOPS = {'H200': 989e12, 'H100': 989e12, 'A100': 312e12, 'L40S': 362e12, 'L4': 121e12,
-                  'A10G': 125e12, 'RTX 4090': 165e12, 'RTX 3090': 71e12, 'V100': 125e12, 'T4': 65e12}
-
-
-def gpu_peak_flops(device, dtype):
-    """The datasheet peak of a known GPU in 16-bit (None if unknown); fp32 runs at TF32 at best."""
-    name = torch.cuda.get_device_name(device)
-    for key, flops in GPU_PEAK_FLOPS.items():
-        if key in name:
-            return flops if dtype in ('bfloat16', 'float16') else flops / 2
-    return None

@@ -1,6 +1,6 @@
 """
 GPT-2 between this repository and Hugging Face transformers: how the weights are named and laid
-out on each side, reading a pretrained GPT-2 (model.GPT.from_pretrained; train.py and sample.py
+out on each side, reading a pretrained GPT-2 into a model.GPT (from_pretrained; train.py and sample.py
 --init_from=gpt2|gpt2-medium|gpt2-large|gpt2-xl|PATH), and which of train.py's settings a
 pretrained start fixes. export.py goes the other way.
 
@@ -11,7 +11,10 @@ without the weights, every path here stops with one line saying what to do.
 import json
 import os
 
-from common import UserError
+import torch
+
+from lib.command_line import UserError
+from model import GPT, GPTConfig
 
 # The four OpenAI GPT-2 sizes on the Hugging Face hub, as (n_layer, n_head, n_embd). All four have
 # GPT-2's BPE vocabulary (50257), 1024 positions, biases, the tanh GELU and a tied head.
@@ -139,6 +142,44 @@ def load_hf_model(name_or_path):
             hf_logging.enable_progress_bar()
 
 
+def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
+    """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name
+    (gpt2, gpt2-medium, gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder
+    written by GPT2LMHeadModel.save_pretrained (works offline). forward(idx)[0] then equals
+    transformers' logits: biases, the tanh GELU, no emb_scale, and the head the weights were
+    trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE
+    tensor, read at the input and scored at the output); 'untied' gives the head its own copy.
+    A block_size below the pretrained context keeps the first block_size position rows."""
+    hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
+    args = model_args(hf.config.to_dict(), name_or_path)
+    hf_tied = args.pop('tied')
+    tie_mode = tie_mode or ('tied' if hf_tied else 'untied')
+    if tie_mode not in ('tied', 'untied'):
+        raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
+    if tie_mode == 'tied' and not hf_tied:
+        raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
+                        f"embedding would throw the trained head away; use tie_mode='untied'")
+    n_positions = args['block_size']
+    block_size = block_size or n_positions
+    if block_size > n_positions:
+        raise UserError(f"block_size={block_size} is longer than the {n_positions} positions "
+                        f"{name_or_path} was trained with")
+    model = GPT(GPTConfig(**dict(args, block_size=block_size, dropout=dropout, tie_mode=tie_mode)))
+
+    hf_params = dict(hf.named_parameters(remove_duplicate=False))  # lm_head.weight too, when tied
+    with torch.no_grad():
+        # named_parameters() yields a shared tensor once, here as token_embedding_table.weight, so
+        # a tied head receives wte exactly once; copy_ writes in place, so the tie survives.
+        for name, param in model.named_parameters():
+            source = hf_params[hf_name(name)]
+            if name.endswith(CONV1D):
+                source = source.t()                                  # Conv1D (in, out) -> Linear (out, in)
+            if name == 'position_embedding_table.weight':
+                source = source[:block_size]                         # (n_positions, C) -> (block_size, C)
+            param.copy_(source)
+    return model
+
+
 # Keys a pretrained start fixes: a value given for one must be the pretrained one. The init keys
 # only shape a fresh initialisation, which a pretrained start replaces, so any value is a mistake.
 FIXED_BY_PRETRAINED = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx')
@@ -179,8 +220,7 @@ def start_from_pretrained(cfg, defaults, meta):
         kind = {'gpt2': 'GPT-2 BPE', 'char': 'character'}.get(reads['tokenizer'], reads['tokenizer'])
         raise UserError(f"--init_from={name} reads {kind} token ids, but dataset {cfg['dataset']} "
                         f"has other ones ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}); {how}")
-    from model import GPT
     tie_mode = None if cfg['tie_mode'] == defaults['tie_mode'] else cfg['tie_mode']
-    model = GPT.from_pretrained(name, tie_mode=tie_mode, dropout=cfg['dropout'], block_size=cfg['block_size'])
+    model = from_pretrained(name, tie_mode=tie_mode, dropout=cfg['dropout'], block_size=cfg['block_size'])
     cfg.update({key: getattr(model.config, key) for key in cfg if hasattr(model.config, key)})
     return model

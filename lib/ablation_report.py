@@ -1,0 +1,490 @@
+"""An ablation's report: mean and spread over seeds, Welch intervals against untied (or another
+ablation), the markdown tables of summary.md, summary.json and runs.csv, and the loss-curve figure."""
+
+import csv
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+
+from lib.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
+from lib.atomic_files import atomic_path
+from lib.command_line import UserError
+from lib.run_results import (BUCKET_COLUMNS, BUCKET_TOKENS, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS,
+                             MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData, bucket_numbers,
+                             number, read_metrics, read_result, run_numbers)
+
+
+CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
+              'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+
+
+# metrics.csv columns read as numbers; runs older than the copy probe lack the last four (None then).
+METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_prob', 'repeat_rate', 'self_margin',
+               'grad_norm')
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+# Student's t, two-sided 95 % (the 0.975 quantile), for 1 to 30 degrees of freedom.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_975(df):
+    """The 0.975 quantile of Student's t at a (fractional, Welch) df: linear between the table's whole
+    degrees, and 1.96 + 2.4/df beyond 30 (within 0.002 of the exact value there)."""
+    if df >= len(T_975):
+        return 1.96 + 2.4 / df
+    lo = max(1, math.floor(df))
+    hi = min(lo + 1, len(T_975))
+    return T_975[lo - 1] + (df - lo) * (T_975[hi - 1] - T_975[lo - 1])
+
+
+def welch_interval(a, b):
+    """mean(a) - mean(b) and its 95 % confidence interval by Welch's t (the seeds of two modes, unequal
+    variances): (difference, low, high); low and high are None with fewer than two seeds a side."""
+    a, b = [v for v in a if v is not None], [v for v in b if v is not None]
+    if not a or not b:
+        return None, None, None
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:
+        return diff, None, None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t_975(df) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+# The columns compared with untied, seed against seed of each mode: a difference is called real only
+# when its 95 % interval excludes zero.
+# The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
+VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
+                 'grad_spikes', 'loss_spikes', *(key for key, *_ in BUCKET_COLUMNS))
+
+
+DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1)  # counts; every loss difference gets 3
+
+
+def differences(cells, base):
+    """{key: (difference, low, high)}: one mode's cells minus another's (base), seeds against seeds, over the
+    VERSUS_UNTIED columns. A key with no value on either side (an empty bucket, runs from before grad_norm,
+    a summary.json older than the column) is left out."""
+    return {key: interval for key in VERSUS_UNTIED if key in cells and key in base
+            and (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
+
+
+def versus_untied(table):
+    """{mode: {key: (difference, low, high)}} against the untied row, where there is one."""
+    if 'untied' not in table:
+        return {}
+    return {mode: differences(cells, table['untied']) for mode, cells in table.items() if mode != 'untied'}
+
+
+def read_other_summary(out_dir):
+    path = os.path.join(out_dir, 'summary.json')
+    try:
+        with open(path, encoding='utf-8') as f:
+            other = json.load(f)
+    except OSError as e:
+        raise UserError(f"--versus={out_dir}: cannot read {path} ({e.strerror or e}); it must be the out_dir of an "
+                        f"ablation that has finished its summary") from None
+    except ValueError:
+        other = None
+    if not (isinstance(other, dict) and isinstance(other.get('modes'), dict) and isinstance(other.get('config'), dict)):
+        raise UserError(f"--versus={out_dir}: {path} is not an ablate.py summary.json")
+    return other
+
+
+def versus_other(info, out_dir):
+    """This ablation minus another (e.g. the same recipe without emb_scale), mode by mode over the VERSUS_UNTIED
+    columns, seed sets against seed sets: {'out_dir', 'differs': {key: [this, that]}, 'modes': {mode: {key:
+    (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
+    that the table says what the difference is the effect of."""
+    other = read_other_summary(out_dir)
+    modes = {mode: differences(cells, other['modes'][mode]) for mode, cells in info['modes'].items()
+             if mode in other['modes']}
+    differs = {key: [value, other['config'].get(key)] for key, value in info['config'].items()
+               if key not in ABLATE_KEYS and other['config'].get(key) != value}
+    return dict(out_dir=out_dir, differs=differs, modes=modes)
+
+
+def machine_line():
+    import torch
+    cpu = platform.processor() or ''
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
+    except OSError:
+        pass
+    threads = os.environ.get('OMP_NUM_THREADS')
+    return (f"{platform.platform()}, {os.cpu_count()} CPUs{' (' + cpu + ')' if cpu else ''}, python "
+            f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch threads"
+            f"{' (OMP_NUM_THREADS=' + threads + ')' if threads else ''}")
+
+
+COLUMNS = [  # (key, header, format)
+    ('params', 'params', '{:,.0f}'),
+    ('init_step_loss', 'initial loss (step 0)', '{:.3f}'),
+    ('init_val_loss', 'initial val loss', '{:.3f}'),
+    ('predicted_init_loss', 'predicted (*)', '{:.3f}'),
+    ('log_n', 'log n', '{:.3f}'),
+    ('train_loss_0.01', 'train loss @1 %', '{:.3f}'),
+    ('train_loss_0.1', 'train loss @10 %', '{:.3f}'),
+    ('train_loss_1', 'train loss @100 %', '{:.3f}'),
+    ('final_val_loss', 'val loss at end', '{:.3f}'),
+    ('best_val_loss', 'best val loss', '{:.3f}'),
+    ('best_val_iter', 'at iteration', '{:.0f}'),
+    ('gap_at_end', 'val - train at end', '{:+.3f}'),
+    ('grad_spikes', 'grad_norm spikes', '{:.1f}'),
+    ('loss_spikes', 'loss spikes', '{:.1f}'),
+    ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
+    ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
+    ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
+    ('tokens_per_sec', 'tokens/s', '{:,.0f}'),
+]
+
+
+def iteration_range(center, max_iters):
+    lo, hi = math.ceil(center / WINDOW), min(math.floor(center * WINDOW), max_iters - 1)
+    return f"iteration {lo}" if lo >= hi else f"iterations {lo}-{hi}"
+
+
+def summarize(cfg, runs, vocab_size, argv):
+    """ablation.csv rows, and the per-mode numbers (per seed, mean, std) for summary.md/json."""
+    csv_rows, per_mode, curves = [], {}, {}
+    data = BucketData(cfg)
+    for mode, seed, run_cfg in runs:
+        result = read_result(os.path.join(run_cfg['out_dir'], 'result.json'))
+        raw = read_metrics(run_cfg['out_dir'])
+        for r in raw:
+            csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
+        # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
+        rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
+        numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
+        numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg))
+        per_mode.setdefault(mode, []).append(numbers)
+        curves.setdefault(mode, []).append(rows)
+    table = {}
+    for mode, seed_numbers in per_mode.items():
+        table[mode] = {}
+        for key in [key for key, _, _ in COLUMNS + BUCKET_COLUMNS] + BUCKET_TOKENS:
+            mean, std = mean_std([n[key] for n in seed_numbers])
+            table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
+        # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
+        # with them, so that "2 of 3 seeds" is never read as all three.
+        table[mode]['unlearned_copy_iter'].update(
+            seeds_reached=sum(n['unlearned_copy_iter'] is not None for n in seed_numbers),
+            seeds_probed=sum(n['probed'] for n in seed_numbers))
+    seeds = [cfg['seed'] + k for k in range(cfg['seeds'])]
+    max_iters = cfg['max_iters']
+    points = {f: max(1, round(f * max_iters)) for f in FRACTIONS}
+    # The same fixed validation batches at every evaluation of a seed, whatever the mode: one number.
+    repeat_rates = [r['repeat_rate'] for seed_rows in curves.values() for rows in seed_rows for r in rows
+                    if r['repeat_rate'] is not None]
+    modes = list(per_mode)
+    info = dict(
+        command='python ablate.py ' + shlex.join(argv),
+        machine=machine_line(),
+        dataset=cfg['dataset'], vocab_size=vocab_size, seeds=seeds, max_iters=max_iters,
+        config={k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS},
+        loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
+                          f"iteration round(f * max_iters), the last iteration at most: " +
+                          ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
+        labels={mode: row_label(mode, cfg['untie_at']) for mode in modes},
+        untie_iter=untie_iter(cfg) if UNTIE_ROW in modes else None,
+        repeat_rate=statistics.fmean(repeat_rates) if repeat_rates else None,
+        unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
+                        "the seeds that reached it (seeds_reached of seeds_probed)"),
+        modes=table,
+        versus_untied=versus_untied(table),
+        versus_other=None,
+        buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
+                 f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
+                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and over "
+                 f"all of them (whole split)"),
+    )
+    return csv_rows, info, curves
+
+
+SEED_FREE = ('params', 'predicted_init_loss', 'log_n')  # the same for every seed: no ± 0
+
+
+def fmt(cell, spec, key):
+    if cell['mean'] is None:
+        return '–'
+    text = spec.format(cell['mean'])
+    if cell['std'] is not None and key not in SEED_FREE:
+        text += ' ± ' + spec.format(cell['std'])
+    if cell.get('seeds_reached', 0) < cell.get('seeds_probed', 0):
+        text += f" ({cell['seeds_reached']} of {cell['seeds_probed']} seeds)"
+    return text
+
+
+def fmt_interval(diff, low, high, decimals=3):
+    if diff is None:
+        return '–'
+    if low is None:
+        return f"{diff:+.{decimals}f}"
+    text = f"{diff:+.{decimals}f} [{low:+.{decimals}f}, {high:+.{decimals}f}]"
+    return f"**{text}**" if low > 0 or high < 0 else text
+
+
+def table_lines(info, headers, modes, cell):
+    """A markdown table with a row per mode of modes ({mode: cells}), labelled as in info, and a
+    column per header; cell(cells, i) gives the text of column i."""
+    lines = ['| mode | ' + ' | '.join(headers) + ' |', '|---|' + '---:|' * len(headers)]
+    for mode, cells in modes.items():
+        lines.append(f"| {info['labels'][mode]} | " + ' | '.join(cell(cells, i) for i in range(len(headers))) + ' |')
+    return lines
+
+
+def versus_table(info, columns, versus):
+    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]."""
+    return table_lines(info, [header for _, header in columns], versus,
+                       lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None)),
+                                                     decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
+
+
+def markdown(info):
+    cfg = info['config']
+    seeds = info['seeds']
+    lines = [
+        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})",
+        "",
+        f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
+        f"batch {cfg['batch_size']} x {cfg['gradient_accumulation_steps']}, {info['max_iters']} iterations, "
+        f"lr {cfg['learning_rate']:g} (warmup {cfg['warmup_iters']}, cosine to {cfg['min_lr']:g} at "
+        f"{cfg['lr_decay_iters'] or info['max_iters']}), init_std {cfg['init_std']:g}, "
+        f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, emb_scale={str(cfg['emb_scale']).lower()}, "
+        f"dropout {cfg['dropout']:g}; "
+        + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), mean ± std over seeds."
+           if len(seeds) > 1 else f"one seed ({seeds[0]})."),
+        "",
+    ]
+    lines += table_lines(info, [header for _, header, _ in COLUMNS], info['modes'],
+                         lambda cells, i: fmt(cells[COLUMNS[i][0]], COLUMNS[i][2], COLUMNS[i][0]))
+    repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
+              else "not measured: these runs predate the copy probe")
+    untie = ""
+    if info['untie_iter'] is not None:
+        untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
+                 f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
+                 "a head of its own from there on (its params count both matrices); the other rows never untie. ")
+    versus = info.get('versus_untied')
+    if versus:
+        lines += ["", "Difference from untied (mode minus untied, mean over seeds, [95 % interval by Welch's t]; "
+                      "**bold** where the interval excludes zero):", ""]
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED], versus)
+    has_buckets = any(cells[key]['mean'] is not None
+                      for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
+    if has_buckets:
+        # The counts are those of the first row's runs: every run of an ablation is evaluated on the same tokens.
+        tokens = next(iter(info['modes'].values()))
+        lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
+                      "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
+        lines += table_lines(info, [f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
+                                    for (_, header, _), count in zip(BUCKET_COLUMNS, BUCKET_TOKENS)], info['modes'],
+                             lambda cells, i: fmt(cells[BUCKET_COLUMNS[i][0]], BUCKET_COLUMNS[i][2],
+                                                  BUCKET_COLUMNS[i][0]))
+        if versus:
+            lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
+            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+    other = info.get('versus_other')
+    if other:
+        differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
+        lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode (mean over seeds, [95 % interval by "
+                      f"Welch's t]; **bold** where it excludes zero); the settings that differ: "
+                      f"{differs or 'none'}:", ""]
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS + BUCKET_COLUMNS
+                                     if key in VERSUS_UNTIED], other['modes'])
+    lines += [
+        "",
+        "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
+        f"evaluation at iteration 0 ({cfg['eval_iters']} fixed batches); predicted (*): "
+        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
+        "and uniformly random tokens. "
+        f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
+        "copy_prob: the probability the model gives to the next token being the current one, on the validation "
+        "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
+        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
+        f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
+        "At iteration: the evaluation with the best val loss; val - train at end: the two losses of the last "
+        "evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds "
+        f"{GRAD_SPIKE_FACTOR} x the median of the previous {SPIKE_WINDOW} logged values, or whose step loss "
+        f"exceeds their median + {LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive "
+        f"spiking steps count once, the first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs "
+        "from before grad_norm. "
+        + (f"Buckets: {info['buckets']}. " if has_buckets else "") +
+        "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
+        "",
+        f"Command: `{info['command']}`",
+        "",
+        f"Machine: {info['machine']}",
+        "",
+    ]
+    return '\n'.join(lines)
+
+
+def write_csv(path, rows):
+    with atomic_path(path) as tmp:
+        with open(tmp, 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def smooth_log(values, factor=1.15):
+    """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
+    the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
+    prefix = [0.0]
+    for v in values:
+        prefix.append(prefix[-1] + v)
+    out = []
+    for i in range(len(values)):
+        lo, hi = int(i / factor), min(len(values) - 1, int(i * factor))
+        out.append((prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo))
+    return out
+
+
+def seed_curve(seed_rows, key):
+    """(iterations, mean, lowest, highest) over the seeds of one metric, at the iterations every seed logged it."""
+    by_iter = {}
+    for rows in seed_rows:
+        for r in rows:
+            if r[key] is not None:
+                by_iter.setdefault(r['iter'], []).append(r[key])
+    iters = sorted(i for i, v in by_iter.items() if len(v) == len(seed_rows))
+    return (iters, [statistics.fmean(by_iter[i]) for i in iters], [min(by_iter[i]) for i in iters],
+            [max(by_iter[i]) for i in iters])
+
+
+def spread_band(ax, x, low, high, color, seeds):
+    """The seeds' range around a mean curve: the spread the differences in the table must stand out from."""
+    if seeds > 1:
+        ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
+
+
+def line_style(mode):
+    """Dashed for the untie row: until the untie it is the tied run, step for step, and would hide it."""
+    return (0, (4, 2)) if mode == UNTIE_ROW else '-'
+
+
+def plot_copy(ax, curves, info, colors):
+    """Right panel: copy_prob at the evaluations, on a log axis, since a tied start near 1 and the others'
+    near 1/n are orders of magnitude apart; the text's repeat rate (dashed) is where a model that copies
+    only as often as the text repeats ends up."""
+    drawn = []
+    for k, (mode, seed_rows) in enumerate(curves.items()):
+        iters, copy, low, high = seed_curve(seed_rows, 'copy_prob')
+        if iters:
+            spread_band(ax, iters, low, high, colors[k % len(colors)], len(seed_rows))
+            ax.plot(iters, copy, color=colors[k % len(colors)], marker='o', markersize=3.5, linewidth=1.0,
+                    linestyle=line_style(mode), label=info['labels'][mode])
+            drawn += copy
+    ax.set_xlabel('iteration')
+    if not drawn:  # every run predates the copy probe: say so rather than draw empty axes
+        ax.text(0.5, 0.5, "no copy_prob in these runs' metrics.csv\n(trained before the copy probe)",
+                ha='center', va='center', transform=ax.transAxes, color='gray')
+        ax.set_title('copy probe', fontsize=9)
+        return
+    ax.set_yscale('log')
+    references = [(1 / info['vocab_size'], ':', '1/n')]
+    if info['repeat_rate']:  # 0 on a log axis is nowhere: leave it out
+        references.append((info['repeat_rate'], '--', 'repeat rate of the text'))
+    for value, style, text in references:
+        # The label starts with '_', which keeps it out of a legend; it names the line for a reader of the figure.
+        ax.axhline(value, color='gray', linestyle=style, linewidth=1, label='_' + text)
+        ax.text(0.99, value, text, va='bottom', ha='right', color='gray', fontsize=8,
+                transform=ax.get_yaxis_transform())
+    if info['untie_iter'] is not None:
+        color = colors[list(curves).index(UNTIE_ROW) % len(colors)]
+        ax.axvline(info['untie_iter'], color=color, linestyle=':', linewidth=1)
+    ax.set_ylabel('copy_prob: p(next token = current token)')
+    ax.set_title('copying, on the validation batches' +
+                 (f" (dotted: the untie at iteration {info['untie_iter']})" if info['untie_iter'] is not None else ''),
+                 fontsize=9)
+
+
+def plot(path, curves, info):
+    """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
+    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded.
+    Returns False, without a figure, where matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    log_n = math.log(info['vocab_size'])
+    # Saved at 90 dpi rather than 100: about 1500 x 430 pixels, and a file a sixth larger than the two panels made.
+    fig, (ax_all, ax_end, ax_copy) = plt.subplots(1, 3, figsize=(16.5, 4.8))
+    colors = plt.get_cmap('tab10').colors
+    max_iters = info['max_iters']
+    starts, lows, ends = {}, [], {}
+    for k, (mode, seed_rows) in enumerate(curves.items()):
+        color = colors[k % len(colors)]
+        iters, step, _, _ = seed_curve(seed_rows, 'step_loss')
+        smoothed = smooth_log(step)
+        val_iters, val, val_low, val_high = seed_curve(seed_rows, 'val_loss')
+        x = [i + 1 for i in iters]
+        for ax in (ax_all, ax_end):
+            spread_band(ax, [i + 1 for i in val_iters], val_low, val_high, color, len(seed_rows))
+            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
+            ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
+                    linestyle=line_style(mode), label=info['labels'][mode])
+        starts[mode] = smoothed[0]
+        lows.append(min(smoothed + val))
+        ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
+                     [v for i, v in zip(val_iters, val) if i >= max_iters // 2]
+    # Left: the whole run on a log axis, so the first hundred steps are visible. The top is set by the
+    # typical start, so one mode starting far above the others does not squash the rest.
+    low = min(lows)
+    top = max(log_n, statistics.median(starts.values()))
+    top += 0.12 * (top - low)
+    clipped = [f"{m} {v:.2f}" for m, v in starts.items() if v > top]
+    ax_all.set_xscale('log')
+    ax_all.set_ylim(low - 0.05 * (top - low), top)
+    ax_all.axhline(log_n, color='gray', linestyle=':', linewidth=1)
+    ax_all.text(0.99, log_n, 'log n', va='bottom', ha='right', color='gray', fontsize=8,
+                transform=ax_all.get_yaxis_transform())
+    ax_all.set_xlabel('iteration + 1 (log scale)')
+    ax_all.set_ylabel('loss (nats/token)')
+    ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''),
+                     fontsize=9)
+    # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
+    # the typical spread (more than that spread again above the median top) is left off scale and named.
+    ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)
+    lo_end = min(min(v) for v in ends.values())
+    typical = statistics.median(max(v) for v in ends.values())
+    hi_end = max(max(v) for v in ends.values() if min(v) <= typical + max(typical - lo_end, 0.05))
+    pad = 0.08 * (hi_end - lo_end or 0.1)
+    ax_end.set_ylim(lo_end - pad, hi_end + pad)
+    far = [f"{m} {v[-1]:.2f}" for m, v in ends.items() if min(v) > hi_end + pad]
+    ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
+    ax_end.set_xlabel('iteration + 1')
+    ax_end.legend(fontsize=8, ncol=2)
+    plot_copy(ax_copy, curves, info, colors)
+    for ax in (ax_all, ax_end, ax_copy):
+        ax.grid(True, which='both', alpha=0.25)
+    cfg = info['config']
+    seeds = len(info['seeds'])
+    fig.suptitle(f"{info['dataset']}: {cfg['n_layer']}L x {cfg['n_embd']}, {max_iters} iterations, "
+                 f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
+                 f"emb_scale={str(cfg['emb_scale']).lower()}; "
+                 f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
+                 f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=90, format='png')
+    plt.close(fig)
+    return True

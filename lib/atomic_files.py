@@ -1,0 +1,92 @@
+"""Atomic writes: a crash, a kill or a full disk at any moment leaves either the old complete
+file or the new one, never a torn one; and the temporary files of killed writers are cleaned up."""
+
+import contextlib
+import os
+
+
+def _fsync(path, flags):
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside path; on clean exit it replaces path, on error it is deleted."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        _fsync(tmp, os.O_RDWR)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    # Makes the rename itself durable; some platforms cannot open a directory, hence best effort.
+    with contextlib.suppress(OSError):
+        _fsync(directory, os.O_RDONLY)
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only the check that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temps(path):
+    """
+    Delete the temporary files that atomic_path left beside path in processes that were killed
+    mid-write (SIGKILL, out of memory, power loss). Each is a partial copy as large as the file,
+    so a run that is killed and resumed many times would otherwise fill the disk. A temp file
+    whose process is still alive is left alone: someone may be writing it right now.
+    """
+    if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
+        return []
+    directory, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}.tmp-"
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        pid = entry[len(prefix):]
+        if not entry.startswith(prefix) or not pid.isdigit():
+            continue
+        # Our own pid is no writer here (we are not writing now): a dead process had it before us,
+        # which is common in containers, where every run starts with the same small pids.
+        if int(pid) != os.getpid() and _pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, entry))
+            removed.append(entry)
+    return removed
+
+
+def atomic_write_bytes(path, data):
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def atomic_torch_save(obj, path):
+    import torch
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            try:
+                torch.save(obj, f)
+            except RuntimeError as e:
+                # torch's zip writer turns whatever stopped a write into a bare RuntimeError: an OSError
+                # (disk full, file too large) names the cause, and a Ctrl-C must stay a Ctrl-C.
+                if isinstance(e.__context__, (OSError, KeyboardInterrupt)):
+                    raise e.__context__ from None
+                raise

@@ -1,0 +1,187 @@
+"""The command line every script shares: --key=value options and config files, the error type
+for user mistakes, and the wrapper that prints one as a single line with exit code 2."""
+
+import ast
+import contextlib
+import difflib
+import os
+import sys
+import traceback
+import types
+
+
+class UserError(Exception):
+    """A mistake the user can fix. Scripts print its message as one line and exit with code 2."""
+
+
+def run_cli(main):
+    """Call main(argv) the way every script's `if __name__ == "__main__"` does."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UserError as e:
+        # One line, so it reads well in a terminal and greps well in a log.
+        print("error: " + " ".join(str(e).split("\n")), file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt as e:
+        # 130 = 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C. A script that
+        # saved its work says so in the exception's message.
+        print(str(e) or "interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`python init_loss.py --json | head -3`): not an error worth a
+        # traceback. Point stdout at /dev/null so the interpreter's final flush fails quietly too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+_TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}
+
+
+def _from_text(text, kind):
+    """Parse command-line text as a value of type kind; any exception means it is not one."""
+    if kind is bool:
+        return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}[text.lower()]
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)  # "1e3" is a common way to write 1000; fractions are refused below
+    if kind is float:
+        return float(text)
+    return ast.literal_eval(text)
+
+
+def _coerce(value, default, label):
+    """Convert value (text from the command line, or an object from a config file) to the type of default."""
+    if default is None:
+        if isinstance(value, str):
+            with contextlib.suppress(Exception):  # text that is no Python literal stays text
+                return ast.literal_eval(value)
+        return value
+    kind = type(default)
+    bad = UserError(f"{label} expects {_TYPE_NAMES.get(kind, 'a ' + kind.__name__)}, got {value!r}")
+    if isinstance(value, str) and kind is not str:
+        try:
+            value = _from_text(value.strip(), kind)
+        except Exception:
+            raise bad from None
+    if isinstance(value, bool) != (kind is bool):  # bool is an int subclass, but True is no iteration count
+        raise bad
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if kind is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise bad
+    return value
+
+
+def _unknown_key(key, defaults, spelling, where=""):
+    matches = difflib.get_close_matches(key.replace("-", "_"), list(defaults), n=1)
+    hint = f"; did you mean {spelling.format(matches[0])}?" if matches else ""
+    return UserError(f"unknown key {spelling.format(key)}{where}{hint} (--help lists all keys)")
+
+
+def _set(config, key, value, defaults, choices, label):
+    config[key] = _coerce(value, defaults[key], label)
+    allowed = choices.get(key)
+    if allowed is not None and config[key] not in allowed:
+        raise UserError(f"{label}={config[key]!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
+
+
+def _read_config_file(path):
+    """Run a config file in a fresh namespace and return the names it assigns."""
+    if not path.endswith(".py"):
+        raise UserError(f"'{path}' is not a config file: expected a .py file or --key=value")
+    if not os.path.isfile(path):
+        raise UserError(f"config file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        code = compile(source, path, "exec")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read config file {path}: {e}") from None
+    except SyntaxError as e:
+        raise UserError(f"{path} line {e.lineno}: {e.msg}") from None
+    namespace = {}
+    try:
+        exec(code, namespace)
+    except Exception as e:
+        lines = [frame.lineno for frame in traceback.extract_tb(e.__traceback__) if frame.filename == path]
+        where = f" line {lines[-1]}" if lines else ""
+        raise UserError(f"{path}{where}: {type(e).__name__}: {e}") from None
+    # Names bound by import statements are tools of the file, not settings.
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return {name: value for name, value in namespace.items()
+            if not name.startswith("_") and name not in imported and not isinstance(value, types.ModuleType)}
+
+
+def _print_help(defaults, choices):
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
+    print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
+    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
+    if doc:
+        print(doc.strip().split("\n\n")[0])
+    print("keys (defaults shown):")
+    for key, default in defaults.items():
+        shown = default if isinstance(default, str) and default else repr(default)
+        line = f"  --{key}={shown}"
+        if key in choices:
+            line = f"{line:<36} one of: {', '.join(map(str, choices[key]))}"
+        print(line)
+
+
+def check_seed(seed):
+    """torch takes seeds from -2**63 to 2**64 - 1 (a larger one is a ValueError deep in a generator); train.py
+    adds small offsets to its seed, so below 2**63 leaves room."""
+    if not -2 ** 63 <= seed < 2 ** 63:
+        raise UserError(f"--seed must be an integer from -2**63 to 2**63 - 1, got {seed}")
+
+
+def parse_config(defaults, argv, choices=None):
+    """
+    Return a new dict: defaults, then each config file in argv, then each --key=value in argv.
+    Values take the type of their default; a None default takes a Python literal or plain text.
+    Every mistake (unknown key, wrong type, value outside choices) raises UserError.
+    """
+    choices = choices or {}
+    if "--help" in argv or "-h" in argv:
+        _print_help(defaults, choices)
+        sys.exit(0)
+    config = dict(defaults)
+    seen_override = False
+    for arg in argv:
+        if not arg.startswith("-"):
+            if seen_override:
+                raise UserError(f"unexpected argument '{arg}' after --key=value options; config files come first")
+            for name, value in _read_config_file(arg).items():
+                if name not in defaults:
+                    raise _unknown_key(name, defaults, "'{}'", f" in {arg}")
+                _set(config, name, value, defaults, choices, f"{name} in {arg}")
+            continue
+        if not arg.startswith("--") or arg == "--" or arg.startswith("---"):
+            raise UserError(f"unexpected argument '{arg}'; options look like --key=value")
+        seen_override = True
+        key, has_value, value = arg[2:].partition("=")
+        if key not in defaults:
+            raise _unknown_key(key, defaults, "--{}")
+        if not has_value:
+            if not isinstance(defaults[key], bool):
+                raise UserError(f"--{key} needs a value: --{key}=VALUE")
+            value = "true"
+        _set(config, key, value, defaults, choices, f"--{key}")
+    return config
+
+
+def parse_modes(text, key, allowed):
+    """A comma-separated list of tie modes such as --modes=tied,shuffle, in order, each mode once;
+    an empty list or a mode outside allowed (model.TIE_MODES) raises UserError listing them."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise UserError(f"--{key} has {', '.join(map(repr, unknown)) or 'no modes'}; "
+                        f"choose from: {', '.join(allowed)} (comma separated)")
+    return names

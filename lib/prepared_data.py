@@ -1,0 +1,223 @@
+"""A dataset as prepare.py leaves it, read back: data/NAME/meta.json and the codec it names
+(characters, GPT-2 BPE, or a compact GPT-2 vocabulary), and the token files train.bin and val.bin
+as tensors, with the random windows training draws from them."""
+
+import json
+import os
+
+import numpy as np
+
+from lib.command_line import UserError
+from lib.machine import out_of_memory_reason
+
+
+REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
+
+
+GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
+
+
+def _prepare_command(data_dir):
+    parent, name = os.path.split(os.path.normpath(data_dir))
+    parts = ["python prepare.py"]
+    if name == "shakespeare":
+        parts.append("--dataset=shakespeare")
+    elif name != "shakespeare_char":
+        parts.append(f"--input=FILE --dataset={name}")
+    if os.path.normpath(parent or ".") != "data":
+        parts.append(f"--out_dir={parent or '.'}")
+    return " ".join(parts)
+
+
+def load_meta(data_dir):
+    """Read DIR/meta.json and check that it is consistent and that the bins it describes are there and complete."""
+    path = os.path.join(data_dir, "meta.json")
+    if not os.path.isfile(path):
+        raise UserError(f"no prepared data in {data_dir} (meta.json is missing); create it with: {_prepare_command(data_dir)}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is unreadable ({e}); re-create it with: {_prepare_command(data_dir)}") from None
+    problem = _meta_problem(meta)
+    if problem:
+        raise UserError(f"{path} {problem}; re-create it with: {_prepare_command(data_dir)}")
+    itemsize = np.dtype(meta["dtype"]).itemsize
+    for split in ("train", "val"):
+        bin_path = os.path.join(data_dir, f"{split}.bin")
+        if not os.path.isfile(bin_path):
+            raise UserError(f"{bin_path} is missing; re-create it with: {_prepare_command(data_dir)}")
+        size, tokens = os.path.getsize(bin_path), meta[f"{split}_tokens"]
+        if size != tokens * itemsize:
+            odd = f", not a whole number of {meta['dtype']} tokens," if size % itemsize else ""
+            raise UserError(f"{bin_path} does not match meta.json: it has {size:,} bytes{odd} where meta.json gives "
+                            f"{split}_tokens={tokens:,} ({tokens * itemsize:,} bytes of {meta['dtype']}); re-create "
+                            f"both with: {_prepare_command(data_dir)}")
+    return meta
+
+
+def _meta_problem(meta):
+    """What makes meta (a parsed meta.json) unusable, as words after its path, or None if nothing does."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    required = ["vocab_size", "tokenizer", "dtype", "train_tokens", "val_tokens"]
+    missing = [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    for key, least in (("vocab_size", 1), ("train_tokens", 0), ("val_tokens", 0)):
+        value = meta[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            return f"gives {key}={value!r}; it must be an integer >= {least}"
+    if meta["tokenizer"] not in ("char", "gpt2"):
+        return f"gives tokenizer={meta['tokenizer']!r}; it must be char or gpt2"
+    try:
+        dtype = np.dtype(meta["dtype"])
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind != "u":
+        return f"gives dtype={meta['dtype']!r}; it must be an unsigned integer type such as uint16 or uint32"
+    if meta["vocab_size"] - 1 > np.iinfo(dtype).max:
+        return f"gives vocab_size={meta['vocab_size']}, too many ids for dtype={meta['dtype']}"
+    bpe_ids = meta.get("bpe_ids")
+    if bpe_ids is not None:
+        # A compact GPT-2 vocabulary: id i is GPT-2's bpe_ids[i]; a list that does not fit would decode wrongly.
+        if meta["tokenizer"] != "gpt2":
+            return f"gives bpe_ids with tokenizer={meta['tokenizer']!r}; a compact vocabulary is GPT-2 BPE only"
+        if not (isinstance(bpe_ids, list) and len(bpe_ids) == meta["vocab_size"]
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in bpe_ids)
+                and all(a < b for a, b in zip(bpe_ids, bpe_ids[1:]))
+                and (not bpe_ids or 0 <= bpe_ids[0] and bpe_ids[-1] < GPT2_VOCAB)):
+            shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
+            return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
+                    f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
+    chars = meta.get("chars")
+    if meta["tokenizer"] == "char" and not (isinstance(chars, list) and len(chars) == meta["vocab_size"]
+                                            and all(isinstance(c, str) and len(c) == 1 for c in chars)
+                                            and len(set(chars)) == len(chars)):
+        shown = f"has {len(chars)} entries" if isinstance(chars, list) else f"is a {type(chars).__name__}"
+        return (f"gives vocab_size={meta['vocab_size']} but chars {shown}; it must list that many distinct "
+                f"single characters")
+    return None
+
+
+def check_token_ids(bin_path, tokens, meta, data_dir):
+    """Every id of a split (tokens, as read from bin_path) must name a token of meta's vocabulary:
+    otherwise the model's embedding lookup fails deep inside a forward pass."""
+    if len(tokens) and (top := int(tokens.max())) >= meta["vocab_size"]:
+        raise UserError(f"{bin_path} holds token id {top} but {os.path.join(data_dir, 'meta.json')} gives "
+                        f"vocab_size={meta['vocab_size']} (ids 0 to {meta['vocab_size'] - 1}): the meta.json is stale "
+                        f"or was edited; re-create both with: {_prepare_command(data_dir)}")
+
+
+def gpt2_encoding():
+    try:
+        import tiktoken
+    except ImportError:
+        raise UserError("the GPT-2 tokenizer needs tiktoken: pip install tiktoken") from None
+    try:
+        return tiktoken.get_encoding("gpt2")
+    except Exception as e:  # network, proxy, cache or hash failure: the fix is the same
+        reason = str(e).split("\n")[0]
+        reason = reason if len(reason) <= 120 else reason[:117] + "..."
+        raise UserError(
+            "cannot load tiktoken's GPT-2 BPE files, which it downloads on first use "
+            f"({type(e).__name__}: {reason}); without network, put the two files (vocab.bpe and encoder.json, "
+            "under tiktoken's hashed names) in a folder and set TIKTOKEN_CACHE_DIR to it") from None
+
+
+def get_codec(meta):
+    """Return (encode, decode): encode turns a str into a list of ids, decode a list of ids into a str."""
+    if meta["tokenizer"] == "gpt2" and meta.get("bpe_ids") is not None:
+        return _compact_codec(gpt2_encoding(), meta["bpe_ids"])
+    if meta["tokenizer"] == "gpt2":
+        encoding = gpt2_encoding()
+
+        def encode(text):
+            # Same as prepare: special-token text is ordinary text, as it was in the training data.
+            return encoding.encode_ordinary(text)
+
+        def decode(ids):
+            # An untrained model with a padded vocabulary can emit ids that name no token.
+            pieces = (encoding.decode_single_token_bytes(int(i)) if 0 <= i < encoding.n_vocab
+                      else REPLACEMENT.encode() for i in ids)
+            return b"".join(pieces).decode("utf-8", errors="replace")
+        return encode, decode
+
+    chars = meta["chars"]
+    stoi = {ch: i for i, ch in enumerate(chars)}
+
+    def encode(text):
+        unknown = list(dict.fromkeys(ch for ch in text if ch not in stoi))
+        if unknown:
+            shown = ", ".join(repr(ch) for ch in unknown[:10])
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            raise UserError(f"prompt has characters not in the vocabulary: {shown}{more}")
+        return [stoi[ch] for ch in text]
+
+    def decode(ids):
+        return "".join(chars[i] if 0 <= i < len(chars) else REPLACEMENT for i in ids)
+    return encode, decode
+
+
+def _compact_codec(encoding, bpe_ids):
+    """(encode, decode) of a compact GPT-2 vocabulary: GPT-2's BPE, then each GPT-2 id to its place in bpe_ids."""
+    compact = {gpt2_id: i for i, gpt2_id in enumerate(bpe_ids)}
+
+    def encode(text):
+        gpt2_ids = encoding.encode_ordinary(text)
+        unknown = list(dict.fromkeys(i for i in gpt2_ids if i not in compact))
+        if unknown:
+            # The model has no row for a token its training text never had: name the pieces, not the ids.
+            pieces = [encoding.decode_single_token_bytes(i).decode("utf-8", errors="replace") for i in unknown]
+            shown = ", ".join(repr(p) for p in pieces[:10])
+            more = f" and {len(pieces) - 10} more" if len(pieces) > 10 else ""
+            raise UserError(f"prompt has GPT-2 tokens not in this compact vocabulary (they never occur in the "
+                            f"prepared text): {shown}{more}")
+        return [compact[i] for i in gpt2_ids]
+
+    def decode(ids):
+        # As for full GPT-2: an id past the vocabulary (padding) names no token.
+        pieces = (encoding.decode_single_token_bytes(bpe_ids[i]) if 0 <= i < len(bpe_ids) else REPLACEMENT.encode()
+                  for i in ids)
+        return b"".join(pieces).decode("utf-8", errors="replace")
+    return encode, decode
+
+
+def compact_ids(ids):
+    """GPT-2 ids -> (ids renumbered 0..k-1 in increasing GPT-2 order, the k GPT-2 ids kept, in that order)."""
+    kept = np.unique(ids)
+    return np.searchsorted(kept, ids), kept
+
+
+def load_splits(cfg):
+    """The prepared token arrays, read once into memory as int64 tensors, and the dataset's metadata."""
+    import torch  # here, not at the top: prepare.py reads this module and never needs torch
+    data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
+    splits = {}
+    for split in ('train', 'val'):
+        path = os.path.join(data_dir, f'{split}.bin')
+        try:
+            tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
+            check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError in the model otherwise
+            if len(tokens) <= cfg['block_size']:
+                raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
+                                f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
+            splits[split] = torch.from_numpy(tokens.astype(np.int64))
+        except OSError as e:
+            raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
+                            f"--dataset={cfg['dataset']}") from None
+        except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds the "
+                            f"prepared data in memory, 8 bytes a token; use less data or a machine with more "
+                            f"memory") from None
+    return splits, meta
+
+
+def get_batch(tokens, batch_size, block_size, generator):
+    """Random windows: x (B, T) and the next-token targets y (B, T), plus the window starts."""
+    import torch
+    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
+    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
+    window = tokens[offsets]                                                               # (B, T+1)
+    return window[:, :-1], window[:, 1:], starts

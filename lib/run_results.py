@@ -1,0 +1,244 @@
+"""What one finished ablation run says: its result.json and metrics.csv read back into the numbers
+the summary compares (the loss at fractions of training, the best point, spikes, the copy probe),
+and its validation loss by how often the target token occurs in train.bin."""
+
+import json
+import math
+import os
+import statistics
+
+from lib import run_files
+from lib.ablation_grid import model_config
+from lib.atomic_files import atomic_write_bytes
+from lib.command_line import UserError
+from lib.init_loss_formula import predicted_initial_loss
+from lib.machine import pick_device
+from lib.prepared_data import load_splits
+
+
+# The table's "loss after f of the budget" is the mean training step loss over the logged iterations
+# within a factor WINDOW of iteration round(f * max_iters): evaluations happen only every eval_interval,
+# and one batch is noisy. E.g. for 600 iterations: 1 % -> iterations 5-7, 10 % -> 48-75, 100 % -> 480-599.
+FRACTIONS = (0.01, 0.1, 1.0)
+
+
+WINDOW = 1.25
+
+
+def read_result(path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            result = json.load(f)
+        result['config'], result['summary']
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path} is unreadable ({e}); delete its folder to train that run again") from None
+    return result
+
+
+def read_metrics(run_dir):
+    path = os.path.join(run_dir, 'metrics.csv')
+    try:
+        return run_files.read_metrics(path)
+    except OSError as e:
+        raise UserError(f"cannot read {path} ({e.strerror}); delete {run_dir} to train that run again") from None
+
+
+def number(text):
+    return float(text) if text not in ('', None) else None
+
+
+def loss_near(rows, center, last_iter):
+    """Mean step loss over the logged iterations in [center / WINDOW, center * WINDOW] (see WINDOW)."""
+    lo, hi = center / WINDOW, min(center * WINDOW, last_iter)
+    values = [r['step_loss'] for r in rows if lo <= r['iter'] <= hi and r['step_loss'] is not None]
+    if not values:  # a log_interval coarser than the window: take the nearest logged step
+        nearest = min((r for r in rows if r['step_loss'] is not None), key=lambda r: abs(r['iter'] - center))
+        values = [nearest['step_loss']]
+    return sum(values) / len(values)
+
+
+def unlearned_copy_iter(rows):
+    """The first evaluated iteration at which copy_prob < 2 * repeat_rate (see the docstring), or None:
+    never within the run, or a metrics.csv from before the copy probe."""
+    return min((r['iter'] for r in rows if r.get('copy_prob') is not None and r.get('repeat_rate') is not None
+                and r['copy_prob'] < 2 * r['repeat_rate']), default=None)
+
+
+# Spikes (is tied training less stable than untied?): a logged step is a spike when its value stands far
+# above the previous SPIKE_WINDOW logged values; a run of consecutive spiking steps counts once, so a
+# loss that stays up for a few steps after one bad update is one spike. The first SPIKE_MIN_HISTORY
+# logged steps are not judged: there is no past to compare them with.
+SPIKE_WINDOW = 100
+
+
+SPIKE_MIN_HISTORY = 10
+
+
+GRAD_SPIKE_FACTOR = 4   # grad_norm > 4 x the median of the previous window
+
+
+LOSS_SPIKE_SIGMAS = 4   # step_loss > median + 4 robust sigmas (1.4826 x the median absolute deviation)
+
+
+def grad_spike(value, window):
+    return value > GRAD_SPIKE_FACTOR * statistics.median(window)
+
+
+def loss_spike(value, window):
+    # A decreasing loss sits below the window's median, so the trend of training never counts.
+    median = statistics.median(window)
+    mad = statistics.median(abs(v - median) for v in window)
+    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * mad
+
+
+def count_spikes(values, is_spike):
+    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged
+    with that column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives
+    None, not 0."""
+    history, count, inside = [], 0, False
+    for value in values:
+        if value is None:
+            continue
+        window = history[-SPIKE_WINDOW:]
+        spike = len(window) >= SPIKE_MIN_HISTORY and is_spike(value, window)
+        count += spike and not inside
+        inside = spike
+        history.append(value)
+    return count if history else None
+
+
+def run_numbers(rows, result, tie_mode, cfg, vocab_size):
+    """The numbers of one run for the table."""
+    max_iters = cfg['max_iters']
+    first = rows[0]
+    numbers = dict(
+        params=result['summary']['params'],
+        init_step_loss=first['step_loss'],
+        init_val_loss=first['val_loss'],
+        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)),
+        log_n=math.log(vocab_size),
+    )
+    for f in FRACTIONS:
+        numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
+    numbers['final_val_loss'] = result['summary']['val_loss']
+    numbers['best_val_loss'] = result['summary']['best_val_loss']
+    evals = sorted((r for r in rows if r['val_loss'] is not None), key=lambda r: r['iter'])
+    # The earliest evaluation with the lowest val_loss: where early stopping would have kept the model.
+    numbers['best_val_iter'] = min(evals, key=lambda r: r['val_loss'])['iter'] if evals else None
+    last = evals[-1] if evals else None
+    numbers['gap_at_end'] = (last['val_loss'] - last['train_loss']
+                             if last is not None and last['train_loss'] is not None else None)
+    steps = sorted(rows, key=lambda r: r['iter'])
+    numbers['grad_spikes'] = count_spikes([r['grad_norm'] for r in steps], grad_spike)
+    numbers['loss_spikes'] = count_spikes([r['step_loss'] for r in steps], loss_spike)
+    probed = [r for r in rows if r['copy_prob'] is not None]  # the evaluations, in a run newer than the probe
+    numbers['init_copy_prob'] = next((r['copy_prob'] for r in probed if r['iter'] == 0), None)
+    numbers['unlearned_copy_iter'] = unlearned_copy_iter(rows)
+    numbers['final_copy_prob'] = max(probed, key=lambda r: r['iter'])['copy_prob'] if probed else None
+    numbers['probed'] = bool(probed)  # tells "never unlearned" (an iteration of None) from "not measured"
+    # The median over logged steps: the machine may be shared, and a single window can stall.
+    numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
+    return numbers
+
+
+# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the
+# shared row gets gradient from both ends?). (key, header, least count, count below which): a token seen
+# 10 times falls in '10-99'.
+BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
+           ('ge1000', 'seen ≥ 1000', 1000, None))
+
+
+BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
+
+
+# The second table: validation loss over the whole split and per bucket (key, header, format), and the tokens in each.
+BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
+    [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
+
+
+BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
+
+
+BUCKET_FILE = 'freq_buckets.json'  # in the run's folder: evaluated once, read back by later summaries
+
+
+MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
+
+
+BUCKET_BATCH = 32                  # windows per forward pass
+
+
+class BucketData:
+    """The dataset as the frequency buckets need it, read once, and only if some run has no BUCKET_FILE yet."""
+
+    def __init__(self, cfg):
+        self.cfg, self._loaded = cfg, None
+
+    def get(self):
+        if self._loaded is None:
+            import numpy as np
+            import torch
+            splits, meta = load_splits(dict(self.cfg, block_size=1))  # any window fits: the checks only
+            counts = torch.bincount(splits['train'], minlength=meta['vocab_size'])
+            bucket = torch.from_numpy(np.digitize(counts.numpy(), BUCKET_EDGES))  # token id -> its bucket
+            self._loaded = splits['val'], bucket, meta
+        return self._loaded
+
+
+def loss_by_frequency(model, val, bucket, block_size, device):
+    """(summed cross-entropy, token count) per bucket over the first min(len(val) - 1, MAX_BUCKET_TARGETS)
+    targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
+    import torch
+    import torch.nn.functional as F
+    n = min(len(val) - 1, MAX_BUCKET_TARGETS)
+    full = n // block_size
+    pieces = [(val[:full * block_size].view(full, block_size), val[1:full * block_size + 1].view(full, block_size))]
+    if n > full * block_size:
+        pieces.append((val[full * block_size:n].view(1, -1), val[full * block_size + 1:n + 1].view(1, -1)))
+    sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
+    counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
+    model.eval()
+    with torch.no_grad():
+        for x_all, y_all in pieces:
+            for i in range(0, len(x_all), BUCKET_BATCH):
+                x, y = x_all[i:i + BUCKET_BATCH], y_all[i:i + BUCKET_BATCH]
+                logits, _ = model(x.to(device))
+                loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction='none')
+                b = bucket[y.flatten()]
+                sums.index_add_(0, b, loss.double().cpu())
+                counts += torch.bincount(b, minlength=len(BUCKETS))
+    return sums.tolist(), counts.tolist()
+
+
+def bucket_numbers(run_dir, data, cfg):
+    """The run's validation loss per bucket (None where a bucket is empty) and its token counts: from
+    BUCKET_FILE when it describes the checkpoint there now, else by evaluating that checkpoint (float32,
+    on cfg's device) and writing BUCKET_FILE. A run without a checkpoint gets None everywhere."""
+    ckpt_path = os.path.join(run_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        return dict.fromkeys([key for key, *_ in BUCKET_COLUMNS] + BUCKET_TOKENS)
+    stat = os.stat(ckpt_path)
+    made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
+                     max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
+    path = os.path.join(run_dir, BUCKET_FILE)
+    try:
+        with open(path, encoding='utf-8') as f:
+            saved = json.load(f)
+        if saved['made_from'] == made_from:
+            sums, counts = saved['loss_sums'], saved['tokens']
+        else:
+            saved = None
+    except (OSError, ValueError, KeyError, TypeError):
+        saved = None  # none yet, or unreadable: evaluate again; the file is only a cache
+    if saved is None:
+        val, bucket, _ = data.get()
+        device = pick_device(cfg['device'])
+        model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path).to(device)
+        sums, counts = loss_by_frequency(model, val, bucket, model.config.block_size, device)
+        atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, loss_sums=sums, tokens=counts)) + '\n').encode())
+    # The buckets pooled: the final checkpoint's loss over the whole split, far less noisy than eval_iters batches.
+    numbers = dict(val_loss_all=sum(sums) / sum(counts), tokens_all=sum(counts))
+    for (key, *_), total, count in zip(BUCKETS, sums, counts):
+        numbers[f'val_loss_{key}'] = total / count if count else None
+        numbers[f'tokens_{key}'] = count
+    return numbers

@@ -1,0 +1,230 @@
+"""The command line every script shares: --key=value, config files, run_cli's one-line errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lib.command_line import UserError, check_seed, parse_config, run_cli
+
+DEFAULTS = dict(
+    learning_rate=6e-4,
+    max_iters=5000,
+    compile=True,
+    out_dir="out",
+    seed=None,
+    tie_mode="tied",
+)
+CHOICES = dict(tie_mode=("untied", "tied", "small_init"))
+
+
+def parse(*argv):
+    return parse_config(DEFAULTS, list(argv), CHOICES)
+
+
+def error_of(*argv):
+    with pytest.raises(UserError) as info:
+        parse(*argv)
+    return str(info.value)
+
+
+# -----------------------------------------------------------------------------
+# command-line values
+
+def test_defaults_are_returned_as_a_new_dict():
+    config = parse("--max_iters=10")
+    assert config["max_iters"] == 10
+    assert DEFAULTS["max_iters"] == 5000
+    assert parse() == DEFAULTS and parse() is not DEFAULTS
+
+
+def test_float_key_accepts_int_and_exponent():
+    assert parse("--learning_rate=3")["learning_rate"] == 3.0
+    assert type(parse("--learning_rate=3")["learning_rate"]) is float
+    assert parse("--learning_rate=6e-4")["learning_rate"] == 6e-4
+
+
+@pytest.mark.parametrize("text, expected", [("true", True), ("False", False), ("1", True), ("0", False),
+                                            ("YES", True), ("no", False)])
+def test_bool_words(text, expected):
+    assert parse(f"--compile={text}")["compile"] is expected
+
+
+def test_bare_flag_means_true_for_bool_only():
+    assert parse("--compile=false", "--compile")["compile"] is True
+    assert "--max_iters needs a value" in error_of("--max_iters")
+
+
+def test_int_forms():
+    assert parse("--max_iters=1_000")["max_iters"] == 1000
+    value = parse("--max_iters=1e3")["max_iters"]
+    assert value == 1000 and type(value) is int
+
+
+@pytest.mark.parametrize("argv, message", [
+    ("--max_iters=1.5", "--max_iters expects an integer, got '1.5'"),
+    ("--max_iters=None", "--max_iters expects an integer, got 'None'"),
+    ("--learning_rate=fast", "--learning_rate expects a number, got 'fast'"),
+    ("--compile=maybe", "--compile expects a boolean (true/false), got 'maybe'"),
+])
+def test_wrong_type_names_key_and_type(argv, message):
+    assert error_of(argv) == message
+
+
+def test_none_default_takes_literal_text_or_none():
+    assert parse("--seed=1337")["seed"] == 1337
+    assert parse("--seed=hello")["seed"] == "hello"
+    assert parse("--seed='42'")["seed"] == "42"
+    assert parse("--seed=1337", "--seed=None")["seed"] is None
+
+
+def test_value_may_contain_equals_sign():
+    assert parse("--out_dir=a=b=c")["out_dir"] == "a=b=c"
+    assert parse("--out_dir=")["out_dir"] == ""
+
+
+def test_unknown_key_is_named_with_suggestion_and_help_hint():
+    message = error_of("--max_iter=10")
+    assert "--max_iter" in message and "did you mean --max_iters?" in message and "--help" in message
+    assert "did you mean" not in error_of("--zzzz=1")
+
+
+def test_choices_list_allowed_values():
+    assert parse("--tie_mode=untied")["tie_mode"] == "untied"
+    assert error_of("--tie_mode=foo") == "--tie_mode='foo' is not allowed; choose one of: untied, tied, small_init"
+
+
+@pytest.mark.parametrize("argv", [["-x"], ["-max_iters=3"], ["--"], ["--max_iters=3", "config.py"]])
+def test_malformed_or_misplaced_arguments(argv):
+    with pytest.raises(UserError):
+        parse(*argv)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_keys_and_exits_zero(flag, capsys):
+    with pytest.raises(SystemExit) as info:
+        parse("--max_iters=oops", flag)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for key in DEFAULTS:
+        assert f"--{key}=" in out
+    assert "--max_iters=5000" in out and "untied, tied, small_init" in out
+
+
+# -----------------------------------------------------------------------------
+# config files
+
+def write(path, text):
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(path)
+
+
+def test_config_file_then_overrides(tmp_path):
+    config_file = write(tmp_path / "c.py", """
+        import math
+        from os import path as _p
+        _scratch = 3
+        learning_rate = 1           # an int for a float key
+        max_iters = 2 * 1000
+        seed = math.floor(7.5)
+    """)
+    config = parse(config_file, "--max_iters=7")
+    assert config["learning_rate"] == 1.0 and type(config["learning_rate"]) is float
+    assert config["max_iters"] == 7  # the command line wins over the file
+    assert config["seed"] == 7
+
+
+def test_config_file_misspelt_key(tmp_path):
+    config_file = write(tmp_path / "x.py", "lerning_rate = 1e-3\n")
+    message = error_of(config_file)
+    assert message.startswith(f"unknown key 'lerning_rate' in {config_file}; did you mean 'learning_rate'?")
+
+
+def test_config_file_wrong_type_and_choice(tmp_path):
+    assert "max_iters in" in error_of(write(tmp_path / "a.py", "max_iters = 1.5\n"))
+    assert "expects an integer" in error_of(write(tmp_path / "b.py", "max_iters = None\n"))
+    assert "choose one of" in error_of(write(tmp_path / "c.py", "tie_mode = 'foo'\n"))
+
+
+def test_config_file_problems_are_user_errors(tmp_path):
+    assert "not found" in error_of(str(tmp_path / "missing.py"))
+    assert "notes.txt" in error_of(str(tmp_path / "notes.txt"))
+    message = error_of(write(tmp_path / "broken.py", "max_iters = (\n"))
+    assert "broken.py line" in message
+    message = error_of(write(tmp_path / "fails.py", "x = 1\nmax_iters = undefined_name\n"))
+    assert "fails.py line 2" in message and "NameError" in message
+
+
+# -----------------------------------------------------------------------------
+# run_cli
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from lib.command_line import UserError, run_cli
+
+def main(argv):
+    if argv == ["user"]:
+        raise UserError("bad value\\nfor --x")
+    if argv == ["interrupt"]:
+        raise KeyboardInterrupt
+    print("ok", argv)
+
+if __name__ == "__main__":
+    run_cli(main)
+"""
+
+
+@pytest.mark.parametrize("arg, code, stderr", [("user", 2, "error: bad value for --x\n"),
+                                               ("interrupt", 130, "interrupted\n"),
+                                               ("fine", 0, "")])
+def test_run_cli_exit_codes_without_traceback(tmp_path, arg, code, stderr):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.format(root=root))
+    result = subprocess.run([sys.executable, str(script), arg], capture_output=True, text=True, timeout=60)
+    assert result.returncode == code
+    assert result.stderr == stderr
+
+
+def test_run_cli_lets_bugs_through(monkeypatch):
+    def main(argv):
+        raise ZeroDivisionError
+    monkeypatch.setattr(sys, "argv", ["script.py"])
+    with pytest.raises(ZeroDivisionError):
+        run_cli(main)
+
+
+@pytest.mark.parametrize("seed, ok", [(0, True), (-1, True), (2 ** 63 - 1, True), (-2 ** 63, True), (2 ** 63, False),
+                                      (2 ** 64, False), (-2 ** 63 - 1, False)])
+def test_check_seed_allows_what_torch_takes_with_room_for_offsets(seed, ok):
+    import torch
+    if ok:
+        check_seed(seed)
+        torch.Generator().manual_seed(seed + 10_000)  # train.py's evaluation generator: still a seed torch takes
+    else:
+        with pytest.raises(UserError, match=r"--seed must be an integer from -2\*\*63 to 2\*\*63 - 1, got "):
+            check_seed(seed)
+
+
+def test_a_closed_pipe_ends_the_script_without_a_traceback(tmp_path):
+    # `python init_loss.py --json | head -1`: the reader leaves early. The script writes far more
+    # than a pipe buffer holds, so it must meet the closed pipe.
+    script = tmp_path / "chatty.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+        from lib.command_line import run_cli
+        def main(argv):
+            for i in range(1_000_000):
+                print("{{\\"row\\": %d}}" % i)
+        run_cli(main)
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = process.stdout.readline()
+    process.stdout.close()
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert first.startswith(b"{")
+    assert process.returncode == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr

@@ -1,0 +1,104 @@
+"""The house rules of the layout (issue: rooms named by what they hold, imports one way), checked
+by parsing every module's imports, the lazy ones inside functions included, so they stay true."""
+import ast
+import os
+
+import pytest
+
+from conftest import REPO_ROOT
+
+SCRIPTS = ('train', 'sample', 'prepare', 'init_loss', 'ablate', 'bench', 'export')
+MISC_NAMES = ('common', 'utils', 'util', 'helpers', 'misc', 'plumbing', 'stuff', 'shared')
+
+
+def our_modules():
+    """{module name: path} for model.py, the scripts and every lib/ module."""
+    modules = {name[:-3]: os.path.join(REPO_ROOT, name) for name in os.listdir(REPO_ROOT) if name.endswith('.py')}
+    lib = os.path.join(REPO_ROOT, 'lib')
+    modules.update({f'lib.{name[:-3]}': os.path.join(lib, name) for name in os.listdir(lib)
+                    if name.endswith('.py') and name != '__init__.py'})
+    return modules
+
+
+def imports_of(path, ours):
+    """The modules of ours that the file imports anywhere (top level or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(open(path, encoding='utf-8').read())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from lib import machine` imports lib.machine; `from lib.machine import x` imports lib.machine
+            names = [node.module] + [f'{node.module}.{alias.name}' for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in ours)
+    return found
+
+
+def import_graph():
+    ours = our_modules()
+    return {name: imports_of(path, ours) for name, path in ours.items()}
+
+
+def test_the_top_level_holds_the_scripts_and_model_py_only():
+    assert set(name for name in our_modules() if '.' not in name) == set(SCRIPTS) | {'model'}
+
+
+def test_model_py_imports_nothing_of_ours():
+    assert import_graph()['model'] == set()
+
+
+def test_no_support_module_imports_a_script():
+    graph = import_graph()
+    upward = {(name, target) for name, targets in graph.items() if name.startswith('lib.')
+              for target in targets if target in SCRIPTS}
+    assert upward == set()
+
+
+def find_circle(graph):
+    """A list of modules that import each other in a ring, closed (['a', 'b', 'a']), or None."""
+    state = {}  # name -> 'open' while on the current path, 'done' after
+
+    def visit(name, path):
+        state[name] = 'open'
+        for target in sorted(graph.get(name, ())):
+            if state.get(target) == 'open':
+                return path[path.index(target):] + [target]
+            if target not in state:
+                circle = visit(target, path + [target])
+                if circle:
+                    return circle
+        state[name] = 'done'
+        return None
+
+    for name in sorted(graph):
+        if name not in state:
+            circle = visit(name, [name])
+            if circle:
+                return circle
+    return None
+
+
+def test_there_is_no_import_circle():
+    assert find_circle(import_graph()) is None
+
+
+def test_the_circle_finder_finds_a_circle_and_only_a_circle():
+    assert find_circle({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == ['a', 'b', 'c', 'a']
+    assert find_circle({'a': {'b', 'c'}, 'b': {'c'}, 'c': set()}) is None
+    # The old layout's circle, model.py <-> hf_gpt2.py, would be caught.
+    assert find_circle({'model': {'hf_gpt2'}, 'hf_gpt2': {'model'}}) == ['hf_gpt2', 'model', 'hf_gpt2']
+
+
+def test_no_module_has_a_miscellaneous_name_and_each_says_what_it_holds():
+    for name, path in our_modules().items():
+        assert name.split('.')[-1] not in MISC_NAMES, name
+        doc = ast.get_docstring(ast.parse(open(path, encoding='utf-8').read()))
+        assert doc and len(doc.split()) >= 8, f'{name} needs a docstring saying what it holds'
+
+
+@pytest.mark.parametrize('path, most', [('model.py', 420), ('train.py', 420), ('ablate.py', 550),
+                                        ('lib/ablation_report.py', 550), ('README.md', 350)])
+def test_the_files_a_reader_starts_with_stay_short(path, most):
+    with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
+        assert len(f.read().splitlines()) <= most
