@@ -8,6 +8,8 @@ predicted by DESIGN.md equation (*), generalised below.
     python init_loss.py --json                           # one JSON object per row
     python init_loss.py --modes=tied --default_init=true # no init of ours: which way the line points
     python init_loss.py --init_from=gpt2 --text=FILE     # a pretrained GPT-2 on ordinary text instead
+    python init_loss.py --plot=docs/initial_logits.png --modes=tied,shuffle --vocab_size=65 --n_embd=128 \
+        --n_layer=4 --n_head=4 --init_std=0.0884        # the README's picture: one position's logits at init
 
 The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches
 of uniformly random tokens, averaged over several seeds (each seed draws new weights and a
@@ -31,6 +33,7 @@ import time
 
 import torch
 
+from lib.atomic_files import atomic_path
 from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_meta
 from lib.init_loss_formula import predicted_initial_loss
@@ -39,6 +42,7 @@ from lib.probes import copy_probe
 from model import GPT, TIE_MODES, GPTConfig
 from lib.prepared_data import get_codec
 
+MODEL_KEYS = ('vocab_size', 'n_embd', 'n_layer', 'n_head', 'block_size', 'init_std', 'shuffle_groups')
 DEFAULTS = dict(
     vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
     block_size=64,          # context measured; short to keep the table near a minute on a CPU
@@ -53,6 +57,7 @@ DEFAULTS = dict(
     init_from='',           # gpt2, gpt2-medium, gpt2-large, gpt2-xl or a transformers folder: measure it on --text
     text='',                # with init_from: a UTF-8 text file, measured from its start
     windows=16,             # with init_from: windows of block_size tokens measured
+    plot='',                # a PNG path: draw one position's initial logits for each of --modes, and nothing else
 )
 
 
@@ -200,6 +205,48 @@ def pretrained_main(args):
               f"{row['repeat_rate']:.3g}, self_margin {row['self_margin']:.2f}")
 
 
+def plot_initial_logits(path, args, modes):
+    """--plot: one panel per mode, the logits a freshly initialised model gives at one position,
+    with identity blocks and sqrt(d) input scaling (the premise of (*)): the current token's own
+    logit, the self term, against every other token's. Drawn from a real model, one seed."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
+    n = args['vocab_size']
+    fig, axes = plt.subplots(len(modes), 1, figsize=(7.5, 0.6 + 1.25 * len(modes)), sharex=True, squeeze=False)
+    for ax, mode in zip(axes[:, 0], modes):
+        cfg = GPTConfig(tie_mode=mode, zero_init_residual=True, emb_scale=True, dropout=0.0, bias=False,
+                        **{k: args[k] for k in MODEL_KEYS})
+        torch.manual_seed(0)
+        model = GPT(cfg).eval()
+        idx = torch.randint(n, (1, min(cfg.block_size, 16)))             # (1, T) random tokens
+        with torch.no_grad():
+            logits = model(idx)[0][0, -1].float()                        # (n,) at the last position
+        current = idx[0, -1].item()
+        others = torch.cat((logits[:current], logits[current + 1:]))
+        jitter = torch.rand(len(others), generator=torch.Generator().manual_seed(1)) - 0.5
+        ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0,
+                   label=f'the other {n - 1:,} tokens')
+        ax.scatter([logits[current].item()], [0.0], s=70, marker='D', color='C3', zorder=3,
+                   label='the current token (the self term)')
+        ax.set_yticks([])
+        ax.set_ylim(-1, 1)
+        ax.set_title(f"tie_mode={mode}: loss at init {predicted_initial_loss(cfg):.2f} predicted by (*), "
+                     f"log n = {math.log(n):.2f}", fontsize=9, loc='left')
+    axes[0, 0].legend(loc='center', fontsize=8, frameon=False)
+    axes[-1, 0].set_xlabel('logit at initialisation')
+    fig.suptitle(f"One position's logits at init: vocab {n}, width {args['n_embd']}, {args['n_layer']} layers, "
+                 f"sigma {args['init_std']:g}, identity blocks, sqrt(d) input scaling", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        with open(tmp, 'wb') as f:
+            fig.savefig(f, format='png', dpi=110)
+    plt.close(fig)
+
+
 def main(argv):
     args = parse_config(DEFAULTS, argv)
     if args['init_from']:
@@ -211,7 +258,11 @@ def main(argv):
     if args['vocab_size'] < 2:  # log(n - 1) in (*), and a loss that is 0 for any model
         raise UserError(f"--vocab_size must be at least 2, got {args['vocab_size']}")
     args['device'] = pick_device(args['device'])
-    model_keys = ('vocab_size', 'n_embd', 'n_layer', 'n_head', 'block_size', 'init_std', 'shuffle_groups')
+    if args['plot']:
+        try:
+            return plot_initial_logits(args['plot'], args, modes)
+        except ValueError as e:  # a shape GPTConfig refuses
+            raise UserError(str(e)) from None
     log_n = math.log(args['vocab_size'])
     out = sys.stdout
     if not args['json']:
@@ -237,7 +288,7 @@ def main(argv):
         for mode, init in jobs:
             try:
                 cfg = GPTConfig(tie_mode=mode, zero_init_residual=zero_init_residual, dropout=0.0, bias=False,
-                                **{k: args[k] for k in model_keys})
+                                **{k: args[k] for k in MODEL_KEYS})
             except ValueError as e:
                 raise UserError(str(e)) from None
             token_std, position_std = default_init_stds(init, cfg.n_embd)

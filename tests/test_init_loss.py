@@ -153,3 +153,15 @@ def test_measuring_leaves_the_callers_config_as_it_was():
     cfg = tied_config(dict(vocab_size=65, n_embd=32, n_layer=1, n_head=2), emb_scale=False)
     measure_initial_losses(cfg, seeds=1, batch_size=1)
     assert cfg.emb_scale is False
+
+
+def test_plot_draws_the_readme_picture_from_a_real_model(tmp_path):
+    from conftest import run
+    target = tmp_path / 'logits.png'
+    result = run('init_loss.py', f'--plot={target}', '--modes=tied,shuffle', '--vocab_size=65', '--n_embd=32',
+                 '--n_layer=1', '--n_head=2', '--init_std=0.18')
+    assert result.returncode == 0, result.stderr
+    with open(target, 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    assert target.stat().st_size > 5000  # two panels of 65 points each, not an empty canvas
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['logits.png']  # written atomically: no temp left
