@@ -31,8 +31,8 @@ from lib import machine
 import train
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.prepared_data import get_batch
-from lib.machine import (autocast_context, cpu_has_native_bf16, out_of_memory_is_user_error, pick_compile,
-                         pick_device, pick_dtype)
+from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
+                         pick_compile, pick_device, pick_dtype)
 from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
@@ -248,7 +248,7 @@ def run_bench(cfg):
             peaks[row.dtype] = peak_flops(device, row.dtype)
         peak = peaks[row.dtype][0]
         tokens_per_sec = tokens_per_iter / median
-        flops = row.raw_model.flops_per_token(cfg['block_size'])
+        flops = flops_per_token(row.raw_model, cfg['block_size'])
         achieved = flops * tokens_per_sec
         # A measured CPU peak is a floor of the true one: a step that beats it means the peak matmul
         # was slowed by the machine's noise, and a ratio above 100 % would be nonsense.

@@ -14,7 +14,9 @@ holds the shared matrix once and transformers reads it back as one tensor.
 Three settings are folded into the weights, exactly: a model without biases gets zero biases
 (GPT-2 always has them); `logit_scale` (h * d^-1/2 before the head) becomes the final LayerNorm's
 gain and bias times d^-1/2; and emb_scale of an untied model becomes its embedding times sqrt(d).
-What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet` and `bert` put a
+`pit` exports as an untied GPT-2 holding its two materialised matrices, the input rows S^-1 u_i
+(times sqrt(d) under emb_scale) and the head U S: GPT-2 cannot keep U orthonormal or S learnable,
+but the logits are the same. What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet` and `bert` put a
 transform between the final norm and the head, and emb_scale with a tie would need the one
 matrix to be W*sqrt(d) at the input and W at the head.
 
@@ -36,6 +38,7 @@ import torch
 
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
+from lib.probes import pit_matrices
 from lib.run_files import load_checkpoint, model_from_checkpoint
 
 DEFAULTS = dict(
@@ -82,6 +85,9 @@ def gpt2_state_dict(model):
         for key in ('transformer.ln_f.weight', 'transformer.ln_f.bias'):
             if key in state:
                 state[key] = state[key] * cfg.n_embd ** -0.5
+    if cfg.tie_mode == 'pit':  # exported untied: the matrices pit computes from U and S, materialised
+        state.pop('transformer.pit_lower'), state.pop('transformer.pit_log_diag')
+        state['transformer.wte.weight'], state['lm_head.weight'] = pit_matrices(model)
     if cfg.emb_scale:  # untied only (gpt2_config refuses a tie): wte is then read at the input alone
         state['transformer.wte.weight'] = state['transformer.wte.weight'] * math.sqrt(cfg.n_embd)
     return state
@@ -156,7 +162,8 @@ def main(argv):
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     args, meta = ckpt['model_args'], ckpt['meta']
     # the modes GPT-2 cannot express stop here, before the slow import
-    hf_kwargs = gpt2_config(args, untied=args['tie_mode'] == 'untied' or ckpt.get('head_untied', False))
+    untied = args['tie_mode'] in ('untied', 'pit') or ckpt.get('head_untied', False)
+    hf_kwargs = gpt2_config(args, untied=untied)
     model = model_from_checkpoint(ckpt, ckpt_path)
     del ckpt
     try:

@@ -29,6 +29,7 @@ and since the next token is almost never the current one,
 
 which is ~ d*sigma (15.4 for GPT-2 small) instead of log n (10.8). Every tie mode except
 `tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
+Two 2026 pieces: `pit` (pseudo-inverse tying, its own methods pit_*) and `input_grad_scale`.
 """
 
 import math
@@ -46,7 +47,7 @@ class TieMode(NamedTuple):
     what: str
 
 
-# Every --tie_mode in one table. __init__ reads `shares` and flops_per_token `square_matmuls`; each
+# Every --tie_mode in one table. __init__ reads `shares`, lib/machine.py `square_matmuls`; each
 # mode's code sits next to its reason in init_weights (untied, small_init) or head() (the rest).
 # A new mode is a row here, its few lines there, and its test.
 TIE_MODES = {
@@ -58,7 +59,23 @@ TIE_MODES = {
     'shufflenet':  TieMode(True,  0, "a channel shuffle of h: almost every coordinate moves"),
     'bert':        TieMode(True,  1, "BERT's dense -> GELU -> LayerNorm before the head, plus a bias"),
     'logit_scale': TieMode(True,  0, "h * d^-1/2 before the head: the self term shrinks to sqrt(d)*sigma"),
+    'pit':         TieMode(True,  2, "pseudo-inverse tying: orthonormal U, head U S h, token i in as S^-1 u_i"),
 }
+
+
+class ScaleGrad(torch.autograd.Function):
+    """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k
+    backward. A tied matrix's gradient is (input part) + (output part), so k turns it towards the input
+    side; an untied embedding's AdamW divides a constant scale away (up to eps): nothing changes there."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.k, None
 
 
 class CausalSelfAttention(nn.Module):
@@ -73,10 +90,8 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x):
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs) each
+                   for t in self.c_attn(x).split(C, dim=2))
         dropout_p = self.dropout if self.training else 0.0
         if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
             # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
@@ -134,6 +149,7 @@ class GPTConfig:
     zero_init_residual: bool = False  # zero the residual output projections: the premise of (*)
     shuffle_groups: int = 4        # g for tie_mode='shufflenet'
     gelu_approx: str = 'none'      # the MLP's GELU: 'none' is exact; 'tanh' is GPT-2's approximation ("gelu_new")
+    input_grad_scale: float = 1.0  # k: the token lookup's gradient times k on the way back (ScaleGrad)
 
     def __post_init__(self):
         # Fail here, with the key's name, rather than as a shape error deep inside a matmul.
@@ -146,8 +162,7 @@ class GPTConfig:
         if self.n_embd % self.n_head != 0:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.tie_mode == 'shuffle' and self.n_embd % 2 != 0:
-            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width, so n_embd must be even, "
-                             f"got n_embd={self.n_embd}")
+            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width: n_embd must be even, got {self.n_embd}")
         if self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups != 0:
             raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
                              f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "
@@ -156,8 +171,9 @@ class GPTConfig:
             raise ValueError(f"gelu_approx={self.gelu_approx!r} is not allowed; choose one of: none, tanh")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not 0 < self.init_std < math.inf:
-            raise ValueError(f"init_std must be a positive finite number, got {self.init_std!r}")
+        for key in ('init_std', 'input_grad_scale'):
+            if not 0 < getattr(self, key) < math.inf:
+                raise ValueError(f"{key} must be a positive finite number, got {getattr(self, key)!r}")
 
 
 class GPT(nn.Module):
@@ -181,6 +197,11 @@ class GPT(nn.Module):
             self.bert_dense = nn.Linear(d, d)     # BERT's MLM head transform: dense -> GELU -> LayerNorm,
             self.bert_norm = nn.LayerNorm(d)      # with biases, as in BERT,
             self.output_bias = nn.Parameter(torch.zeros(n))  # plus the decoder bias it adds on purpose
+        if config.tie_mode == 'pit':
+            # S = L L^T, symmetric positive definite: L lower triangular with a positive diagonal, kept
+            # as its strictly lower part and the log of its diagonal. The shared matrix is the memory U.
+            self.pit_lower = nn.Parameter(torch.zeros(d, d))
+            self.pit_log_diag = nn.Parameter(torch.zeros(d))
 
         if TIE_MODES[config.tie_mode].shares:
             # THE line. One Parameter, two names: state_dict() lists both keys, parameters() yields it
@@ -217,8 +238,7 @@ class GPT(nn.Module):
                     nn.init.normal_(proj.weight, mean=0.0, std=sigma / math.sqrt(2 * cfg.n_layer))
         nn.init.normal_(self.position_embedding_table.weight, mean=0.0, std=sigma)
 
-        # Mode-specific head parts.
-        if not self.is_tied:  # 'untied': its head is a matrix of its own, independent of W
+        if not self.is_tied:  # mode-specific head parts. 'untied': a head matrix of its own, independent of W
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)
         if cfg.tie_mode == 'proj':
             # Orthogonal, so P keeps |h| = sqrt(d): the other logits keep their N(0, d*sigma^2) spread.
@@ -229,6 +249,8 @@ class GPT(nn.Module):
             nn.init.ones_(self.bert_norm.weight)
             nn.init.zeros_(self.bert_norm.bias)
             nn.init.zeros_(self.output_bias)
+        if cfg.tie_mode == 'pit':  # S = I: the head starts as U and the input as U
+            nn.init.zeros_(self.pit_lower), nn.init.zeros_(self.pit_log_diag)
 
         # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual
         # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
@@ -236,27 +258,54 @@ class GPT(nn.Module):
         # small_init: the self term of (*) is e^(d*std); choosing std = log(n)/d makes it e^(log n) = n,
         # the same size as the sum over the other n-1 tokens, so the loss starts near log 2n.
         std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
-        nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=std)
+        # pit: the token memory U, orthonormal: columns where n > d (U^T U = I, rows of norm sqrt(d/n)),
+        # rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws an n x d matrix.
+        if cfg.tie_mode == 'pit':
+            nn.init.orthogonal_(self.token_embedding_table.weight)
+        else:
+            nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=std)
 
     @property
     def is_tied(self):
         return self.lm_head.weight is self.token_embedding_table.weight
 
     def untie(self):
-        """--untie_at: from now on the head has a Parameter of its own, a copy of the shared matrix.
-        The logits do not change at this moment; the two copies learn apart from here on (the GPT-2
-        speed-run record of December 2025 unties at 2/3 of training). Returns the new Parameter."""
+        """--untie_at: the head gets a Parameter of its own, a copy of the shared matrix (same logits now,
+        learning apart from here; the GPT-2 speed-run record of December 2025 unties at 2/3 of training)."""
         if not self.is_tied:
             raise ValueError(f"tie_mode={self.config.tie_mode!r}: the head is not tied, so it cannot be untied")
         self.lm_head.weight = nn.Parameter(self.token_embedding_table.weight.detach().clone())
         return self.lm_head.weight
 
-    def head(self, h):
-        """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size).
+    def pit_cholesky(self):
+        """L, lower triangular with a positive diagonal, so that S = L L^T is symmetric positive definite."""
+        return torch.tril(self.pit_lower, -1) + torch.diag(self.pit_log_diag.exp())
 
-        With plain tying and identity blocks, h ~ w_i / sigma for input token i, and the head's
-        self term w_i . h ~ d*sigma dominates (*). Each remedy below makes it a cross term instead.
-        """
+    def pit_lift(self, u):
+        """Token vectors u_i (B, T, C) -> S^-1 u_i by two triangular solves (x L L^T = u row-wise: y L^T = u,
+        then x L = y), never an explicit inverse. Where n <= d, U U^T = I: with S = I and identity blocks
+        the head decodes token i exactly back to i, a copier with a self term ~ sqrt(d) like plain tying;
+        where n > d the rows have norm sqrt(d/n) and the self term d/sqrt(n) is small (init_loss_formula)."""
+        L = self.pit_cholesky()
+        y = torch.linalg.solve_triangular(L.t(), u.reshape(-1, u.size(-1)), upper=True, left=False)
+        return torch.linalg.solve_triangular(L, y, upper=False, left=False).view_as(u)
+
+    @torch.no_grad()
+    def after_optimizer_step(self):
+        """pit: AdamW moves U off its orthonormal frame; a QR retraction puts it back after every step
+        (Q with the signs that keep it nearest to U). Every other mode: nothing."""
+        if self.config.tie_mode != 'pit':
+            return
+        U = self.token_embedding_table.weight
+        tall = U.size(0) > U.size(1)
+        Q, R = torch.linalg.qr((U if tall else U.t()).float())
+        Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
+        U.copy_(Q if tall else Q.t())
+
+    def head(self, h):
+        """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size). With plain
+        tying and identity blocks h ~ w_i / sigma, and the self term w_i . h ~ d*sigma dominates (*); each
+        remedy below makes it a cross term instead."""
         mode = self.config.tie_mode
         C = h.size(-1)
         if mode == 'proj':
@@ -280,6 +329,13 @@ class GPT(nn.Module):
             # decoder, then adds an output bias (the one biased head in this file, on purpose).
             h = self.bert_norm(F.gelu(self.bert_dense(h)))
             return self.lm_head(h) + self.output_bias
+        elif mode == 'pit':
+            # Pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556): logits = U S h. The input side
+            # (pit_lift) feeds token i in as S^-1 u_i, so decoding an encoded token goes through
+            # U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned: the head
+            # is the embedding's pseudo-inverse at every step. S h = L (L^T h), row-wise h @ L @ L^T.
+            L = self.pit_cholesky()
+            h = (h @ L) @ L.t()
         elif mode == 'logit_scale':
             # T5 v1.0 / Mesh-TensorFlow: scale h by d^-1/2 before the tied head. The self term keeps
             # its sign but shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
@@ -296,6 +352,10 @@ class GPT(nn.Module):
             raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
         pos = torch.arange(T, dtype=torch.long, device=idx.device)  # (T,)
         tok = self.token_embedding_table(idx)                        # (B, T, C)
+        if self.config.input_grad_scale != 1.0:
+            tok = ScaleGrad.apply(tok, self.config.input_grad_scale)
+        if self.config.tie_mode == 'pit':
+            tok = self.pit_lift(tok)                                 # S^-1 u_i: the inverse of the head's S
         if self.config.emb_scale:
             # sqrt(d) makes |tok| ~ d*sigma dwarf the position embedding, so x ~ w_i again and the
             # self term of (*) comes back in full: scaling plus tying amplifies the problem.
@@ -313,50 +373,23 @@ class GPT(nn.Module):
                                    ignore_index=-1)
         return logits, loss
 
-    # ---------------------------------------------------------------- bookkeeping
-
-    def num_params(self):
-        """Parameters, the shared matrix counted once (parameters() yields a shared tensor once)."""
+    def num_params(self):  # the shared matrix counted once: parameters() yields a shared tensor once
         return sum(p.numel() for p in self.parameters())
-
-    def param_breakdown(self):
-        """Where the parameters are, as {part: count}; the parts add up to num_params()."""
-        head_extra = [p for name, p in self.named_parameters()
-                      if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias'))]
-        return {
-            'token_embedding (= head when tied)': self.token_embedding_table.weight.numel(),
-            'position_embedding': self.position_embedding_table.weight.numel(),
-            'blocks': sum(p.numel() for p in self.blocks.parameters()),
-            'final_norm': sum(p.numel() for p in self.ln_f.parameters()),
-            'head_extra': sum(p.numel() for p in head_extra),
-        }
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None):
         """AdamW with weight decay on matrices only (embeddings and linear weights), not on biases
-        and norm gains. The shared matrix appears once, in the decayed group."""
+        and norm gains. The shared matrix appears once, in the decayed group; pit's U and L are not
+        decayed (the retraction would undo it on U, and shrinking L would make S singular)."""
         params = [p for p in self.parameters() if p.requires_grad]
-        groups = [
-            {'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
-            {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0},
-        ]
+        exempt = [self.token_embedding_table.weight, self.pit_lower] if self.config.tie_mode == 'pit' else []
+        decayed = [p for p in params if p.dim() >= 2 and all(p is not q for q in exempt)]
+        groups = [{'params': decayed, 'weight_decay': weight_decay},
+                  {'params': [p for p in params if all(p is not q for q in decayed)], 'weight_decay': 0.0}]
         if fused is None:
             # One kernel for all tensors instead of a Python loop of ~10 small ops per tensor:
             # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
             fused = device_type in ('cpu', 'cuda', 'mps')
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
-
-    def flops_per_token(self, seq_len=None):
-        """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix B style: 6 per
-        weight that takes part in a matmul plus the attention scores and mixing, 12*L*C*T.
-        The head matmul counts once: the embedding lookup on the input side is free, so a tied
-        matrix costs the same compute as an untied head."""
-        cfg = self.config
-        T = seq_len or cfg.block_size
-        matmul_weights = sum(p.numel() for name, p in self.blocks.named_parameters()
-                             if name.endswith('weight') and p.dim() == 2)
-        matmul_weights += cfg.vocab_size * cfg.n_embd                       # the head
-        matmul_weights += TIE_MODES[cfg.tie_mode].square_matmuls * cfg.n_embd ** 2  # proj's P, bert's dense
-        return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):

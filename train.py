@@ -24,9 +24,9 @@ from tqdm import tqdm
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import start_from_pretrained
-from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves,
+from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves, flops_per_token,
                          out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
-from lib.probes import copy_probe
+from lib.probes import GradSources, copy_probe
 from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
                            check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
 from model import GPT, TIE_MODES, GPTConfig
@@ -60,6 +60,7 @@ DEFAULTS = dict(
     zero_init_residual=False,
     shuffle_groups=4,
     gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
+    input_grad_scale=1.0,           # k: the token lookup's gradient times k (Lopardo et al. 2026; model.ScaleGrad)
     untie_at=None,                  # a fraction of max_iters, e.g. 0.667: tied until then, untied after
                                     # (tie_mode tied or small_init; the GPT-2 speed-run record unties at 2/3)
     # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
@@ -228,21 +229,25 @@ def compile_failure(e):
     return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
-def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False):
+def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False,
+                  grad_sources=None, after_step=None):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward,
-    backward, clip, AdamW. Returns the last micro-batch's loss and the gradient norm before
-    clipping (None where neither clipping nor measure_norm asked for it), as tensors (no host sync).
+    backward, clip, AdamW. Returns the last micro-batch's loss, the gradient norm before clipping
+    (None where neither clipping nor measure_norm asked for it), as tensors (no host sync), and
+    (grad_in, grad_out) from the probe grad_sources if one is given (lib/probes.GradSources).
     With check_finite, a non-finite loss raises NonFiniteLoss before the step, so no NaN reaches
-    the weights. bench.py times this function, so the benchmark measures what training runs."""
+    the weights. after_step runs after AdamW (pit's retraction). bench.py times this function."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
-    for i, (x, y) in enumerate(batches):
-        with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
-            with ctx:
-                _, loss = model(x, y)
-            scaler.scale(loss / len(batches)).backward()
+    with grad_sources or nullcontext():
+        for i, (x, y) in enumerate(batches):
+            with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
+                with ctx:
+                    _, loss = model(x, y)
+                scaler.scale(loss / len(batches)).backward()
     loss = loss.detach()
     if check_finite and not math.isfinite(value := loss.item()):
         raise NonFiniteLoss(value)
+    sources = grad_sources.norms(scaler.get_scale() if scaler.is_enabled() else 1.0) if grad_sources else None
     grad_norm = None
     if grad_clip > 0 or measure_norm:
         scaler.unscale_(optimizer)
@@ -251,7 +256,9 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return loss, grad_norm
+    if after_step is not None:
+        after_step()
+    return loss, grad_norm, sources
 
 
 def untie_head(raw_model, optimizer):
@@ -322,7 +329,8 @@ def train(cfg, progress=None):
 
         bar = progress or tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
                                dynamic_ncols=True, desc=cfg['tie_mode'])
-        speed, last, first_iter = Throughput(raw_model.flops_per_token(cfg['block_size']), device, dtype), {}, iter_num
+        grad_sources = GradSources(raw_model)  # metrics.csv's grad_in and grad_out, on logged steps only
+        speed, last, first_iter = Throughput(flops_per_token(raw_model, cfg['block_size']), device, dtype), {}, iter_num
         state = lambda: checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator,  # noqa: E731
                                          fingerprint, meta)
         # A batch too large for the device is one line too; a checkpoint is only ever replaced whole.
@@ -365,9 +373,12 @@ def train(cfg, progress=None):
                 # logging there; on a GPU the check of the evaluation losses is what keeps broken weights
                 # out of a checkpoint.
                 try:
-                    step_loss, grad_norm = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
-                                                         check_finite=device == 'cpu' or logging_now,
-                                                         measure_norm=logging_now or bool(row))
+                    step_loss, grad_norm, sources = training_step(
+                        model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
+                        check_finite=device == 'cpu' or logging_now, measure_norm=logging_now or bool(row),
+                        # on every rank alike: under DDP the probe's all-reduce needs them all
+                        grad_sources=grad_sources if logging_now or iter_num % cfg['eval_interval'] == 0 else None,
+                        after_step=raw_model.after_optimizer_step)
                 except NonFiniteLoss as e:
                     raise non_finite_error('loss', e.value, iter_num, cfg, dtype, files) from None
                 except Exception as e:  # the first compiled step builds the kernels: a failure there is one line
@@ -379,7 +390,8 @@ def train(cfg, progress=None):
                 # log: a row of metrics.csv and the progress bar
                 if master and (logging_now or row):
                     tokens_per_sec = speed.tick()
-                    row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}")
+                    row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}",
+                               **(dict(grad_in=f"{sources[0]:.4g}", grad_out=f"{sources[1]:.4g}") if sources else {}))
                     files.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
                     bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val')),
                                     refresh=False)

@@ -12,18 +12,18 @@ import statistics
 from lib.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
-from lib.run_results import (BUCKET_COLUMNS, BUCKET_TOKENS, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS,
-                             MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData, bucket_numbers,
-                             number, read_metrics, read_result, run_numbers)
+from lib.run_results import (ALIGNMENT_COLUMNS, BUCKET_COLUMNS, BUCKET_TOKENS, FRACTIONS, GRAD_SPIKE_FACTOR,
+                             LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
+                             alignment_numbers, bucket_numbers, number, read_metrics, read_result, run_numbers)
 
 
 CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
-              'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+              'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
 
 
 # metrics.csv columns read as numbers; runs older than the copy probe lack the last four (None then).
 METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_prob', 'repeat_rate', 'self_margin',
-               'grad_norm')
+               'grad_norm', 'grad_in', 'grad_out')
 
 
 def mean_std(values):
@@ -163,6 +163,7 @@ def summarize(cfg, runs, vocab_size, argv):
     """ablation.csv rows, and the per-mode numbers (per seed, mean, std) for summary.md/json."""
     csv_rows, per_mode, curves = [], {}, {}
     data = BucketData(cfg)
+    untied_dirs = {seed: run_cfg['out_dir'] for mode, seed, run_cfg in runs if mode == 'untied'}
     for mode, seed, run_cfg in runs:
         result = read_result(os.path.join(run_cfg['out_dir'], 'result.json'))
         raw = read_metrics(run_cfg['out_dir'])
@@ -172,12 +173,13 @@ def summarize(cfg, runs, vocab_size, argv):
         rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
         numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
         numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg))
+        numbers.update(alignment_numbers(run_cfg['out_dir'], None if mode == 'untied' else untied_dirs.get(seed)))
         per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
         table[mode] = {}
-        for key in [key for key, _, _ in COLUMNS + BUCKET_COLUMNS] + BUCKET_TOKENS:
+        for key in [key for key, _, _ in COLUMNS + BUCKET_COLUMNS + ALIGNMENT_COLUMNS] + BUCKET_TOKENS:
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
         # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
@@ -299,6 +301,17 @@ def markdown(info):
         if versus:
             lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
             lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+    aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
+    if aligned:
+        lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
+                      "run, by linear CKA (blind to rotations and scale of the hidden space; 1 = the same geometry), "
+                      "beside the CKA of two independent random matrices of that shape:", ""]
+        lines += table_lines(info, [header for _, header, _ in ALIGNMENT_COLUMNS], aligned,
+                             lambda cells, i: fmt(cells[ALIGNMENT_COLUMNS[i][0]], ALIGNMENT_COLUMNS[i][2],
+                                                  ALIGNMENT_COLUMNS[i][0]))
+        lines += ["", "CKA to the untied head minus CKA to the untied embedding, per seed, then mean "
+                      "[95 % interval by Student's t over seeds]:", ""]
+        lines += [f"- {info['labels'][mode]}: {head_minus_embedding(cells)}" for mode, cells in aligned.items()]
     other = info.get('versus_other')
     if other:
         differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
@@ -333,6 +346,17 @@ def markdown(info):
         "",
     ]
     return '\n'.join(lines)
+
+
+def head_minus_embedding(cells):
+    """Claim 10's number for one mode: is its matrix closer to untied's head than to its embedding?"""
+    diffs = [h - e for h, e in zip(cells['cka_head']['per_seed'], cells['cka_emb']['per_seed'])
+             if h is not None and e is not None]
+    mean, std = mean_std(diffs)
+    if len(diffs) < 2:
+        return f"{mean:+.3f} (one seed)"
+    half = t_975(len(diffs) - 1) * std / math.sqrt(len(diffs))
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
 
 
 def write_csv(path, rows):

@@ -22,6 +22,12 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
         shuffle              a = 0 (S[w_i] . w_i pairs different coordinates)
         shufflenet           a scaled by (fixed points of the shuffle) / d
         logit_scale          h scaled by d^-1/2: a and v both shrink (a/sqrt(d), v/d)
+        pit                  S = I at init and U orthonormal, so t = |u_i|/sqrt(d) is fixed by the shape:
+                             n > d: columns orthonormal, |u_i| = sqrt(d/n), t = 1/sqrt(n); the head U h
+                               is an isometry, so sum_k z_k^2 = |h|^2 = d and v = d/n, as d t^2 gives;
+                             n <= d: rows orthonormal, |u_i| = 1, t = 1/sqrt(d), and U U^T = I makes every
+                               other token's logit u_k . h = sqrt(d) (u_k . p) / |x| exactly (u_k . u_i = 0),
+                               so v = d p^2 / (s^2 + d p^2): a copier whose self term is ~ sqrt(d)
     This assumes identity blocks (zero_init_residual); with GPT-2's init the branches add to x
     and the table shows how far the model departs from it.
 
@@ -35,12 +41,14 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
     rows where the self term dominates, so it does not move them.
     """
     n, d, sigma = cfg.vocab_size, cfg.n_embd, cfg.init_std
-    t = math.log(n) / d if cfg.tie_mode == 'small_init' else sigma
+    t = {'small_init': math.log(n) / d, 'pit': 1 / math.sqrt(max(n, d))}.get(cfg.tie_mode, sigma)
     t = t if token_std is None else token_std
     p = sigma if position_std is None else position_std
     s = math.sqrt(d) if cfg.emb_scale else 1.0
     a = d * t * s / math.sqrt(s ** 2 + (p / t) ** 2)
     v = d * t ** 2
+    if cfg.tie_mode == 'pit' and n <= d:
+        v = d * p ** 2 / (s ** 2 + d * p ** 2)
     if cfg.tie_mode in ('untied', 'proj', 'bert', 'shuffle'):
         a, v = 0.0, d * sigma ** 2
     elif cfg.tie_mode == 'shufflenet':

@@ -13,6 +13,7 @@ import time
 from contextlib import contextmanager
 
 from lib.command_line import UserError
+from model import TIE_MODES
 
 
 _OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|not enough memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
@@ -288,6 +289,20 @@ def ctrl_c_saves(proc, files):
     finally:
         if handle:
             signal.signal(signal.SIGINT, previous_handler)
+
+
+def flops_per_token(model, seq_len=None):
+    """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix B style: 6 per
+    weight that takes part in a matmul plus the attention scores and mixing, 12*L*C*T.
+    The head matmul counts once: the embedding lookup on the input side is free, so a tied
+    matrix costs the same compute as an untied head."""
+    cfg = model.config
+    T = seq_len or cfg.block_size
+    matmul_weights = sum(p.numel() for name, p in model.blocks.named_parameters()
+                         if name.endswith('weight') and p.dim() == 2)
+    matmul_weights += cfg.vocab_size * cfg.n_embd                       # the head
+    matmul_weights += TIE_MODES[cfg.tie_mode].square_matmuls * cfg.n_embd ** 2  # proj's P, bert's dense
+    return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
 
 
 class Throughput:

@@ -1,5 +1,8 @@
 """Probes: what the tying mechanism looks like while a model trains, measured on a batch and
-logged to metrics.csv (how much of a copying machine the model is)."""
+logged to metrics.csv (how much of a copying machine the model is), and pit's two matrices
+as an untied model would hold them."""
+
+import torch
 
 
 def copy_probe(logits, idx, targets):
@@ -15,3 +18,94 @@ def copy_probe(logits, idx, targets):
     return dict(copy_prob=(self_logit - logits.logsumexp(-1)).exp().mean().item(),
                 repeat_rate=(targets == idx).float().mean().item(),
                 self_margin=(self_logit - logits.mean(-1)).mean().item())
+
+
+@torch.no_grad()
+def pit_matrices(model):
+    """pit as an untied model holds it: the input matrix (rows S^-1 u_i, n x d) and the head U S."""
+    U, L = model.token_embedding_table.weight, model.pit_cholesky()
+    return model.pit_lift(U[None])[0], U @ L @ L.t()
+
+
+class GradSources:
+    """Where the shared matrix's gradient comes from (issue: the 2026 probes), for one optimizer step:
+    grad_in, the norm of the part that comes through the input lookup, and grad_out, the norm of the
+    rest (the head's side). Used as a context around the step's forward and backward passes:
+
+        with probe:                      # a forward hook on the lookup, while the step runs
+            ... forward, backward ...
+        probe.norms()                    # before clipping or the optimizer touch .grad
+
+    The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input
+    part is exactly that scatter, summed over the step's micro-batches, and the output part is
+    W.grad minus it. For `untied` the two are two matrices, and their own gradients' norms are
+    reported, so the columns compare across modes. Costs one n x d buffer and a scatter per
+    micro-batch, and only on the steps it is used for."""
+
+    def __init__(self, model):
+        self.model = model
+        self.table = model.token_embedding_table
+        self.input_part = None
+        self._handle = None
+
+    def _on_lookup(self, module, inputs, output):
+        if not output.requires_grad:
+            return
+        idx = inputs[0].reshape(-1)
+
+        def scatter(grad):
+            part = torch.zeros_like(self.table.weight, dtype=torch.float32)
+            part.index_add_(0, idx, grad.reshape(-1, grad.size(-1)).float())
+            self.input_part = part if self.input_part is None else self.input_part + part
+        output.register_hook(scatter)
+
+    def __enter__(self):
+        self.input_part = None
+        if self.model.is_tied:
+            self._handle = self.table.register_forward_hook(self._on_lookup)
+        return self
+
+    def __exit__(self, *exc):
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    @torch.no_grad()
+    def norms(self, grad_scale=1.0):
+        """(grad_in, grad_out) as floats, divided by grad_scale (a float16 GradScaler's factor, where the
+        step's gradients are still scaled)."""
+        model = self.model
+        if not model.is_tied:
+            grads = (model.token_embedding_table.weight.grad, model.lm_head.weight.grad)
+            return tuple(0.0 if g is None else g.float().norm().item() / grad_scale for g in grads)
+        full = model.token_embedding_table.weight.grad
+        if full is None:
+            return 0.0, 0.0
+        full = full.float()
+        input_part = self.input_part if self.input_part is not None else torch.zeros_like(full)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # DDP has averaged W.grad over the ranks; the scatter above saw this rank's batches only.
+            torch.distributed.all_reduce(input_part)
+            input_part /= torch.distributed.get_world_size()
+        return input_part.norm().item() / grad_scale, (full - input_part).norm().item() / grad_scale
+
+
+def linear_cka(X, Y):
+    """Linear CKA (Kornblith et al. 2019, arXiv 1905.00414) between two matrices whose rows are the same
+    tokens: with each column centred, |X^T Y|_F^2 / (|X^T X|_F |Y^T Y|_F). It is blind to any rotation
+    (orthogonal map) or rescaling of either hidden space, so it compares what two matrices say about
+    the tokens, not the coordinates two independently trained models happen to use. 1 for the same
+    geometry; two independent random matrices give the floor that random_cka_floor measures."""
+    X = X.double() - X.double().mean(0)
+    Y = Y.double() - Y.double().mean(0)
+    return ((X.t() @ Y).norm() ** 2 / ((X.t() @ X).norm() * (Y.t() @ Y).norm())).item()
+
+
+def random_cka_floor(n, d, draws=4, seed=0):
+    """Mean linear CKA of two independent N(0, 1) n x d matrices: what 'no relation at all' scores at this
+    shape. It is far from 0 where n is not much larger than d (with n <= d it is near 1: any two sets
+    of n points in general position in d >= n dimensions have almost the same centred Gram matrix)."""
+    generator = torch.Generator().manual_seed(seed)
+    values = [linear_cka(torch.randn(n, d, generator=generator), torch.randn(n, d, generator=generator))
+              for _ in range(draws)]
+    return sum(values) / len(values)

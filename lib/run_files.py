@@ -23,11 +23,11 @@ from model import GPT, GPTConfig
 
 # The model settings a checkpoint records; a resume or sample.py builds the model from them.
 MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx')
+              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx', 'input_grad_scale')
 
 
 # Model keys that checkpoints written before the key existed lack, with the value they were trained with.
-LEGACY_MODEL_ARGS = dict(gelu_approx='none')
+LEGACY_MODEL_ARGS = dict(gelu_approx='none', input_grad_scale=1.0)
 
 
 # What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
@@ -35,7 +35,7 @@ CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_los
 
 
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
-                  'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm')
+                  'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
 
 
 def load_checkpoint(path, device):
@@ -252,8 +252,21 @@ def check_vocab_size(cfg, meta):
                         f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
 
 
+def param_breakdown(model):
+    """Where the parameters are, as {part: count}; the parts add up to num_params()."""
+    head_extra = [p for name, p in model.named_parameters()
+                  if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit_'))]
+    return {
+        'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
+        'position_embedding': model.position_embedding_table.weight.numel(),
+        'blocks': sum(p.numel() for p in model.blocks.parameters()),
+        'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
+        'head_extra': sum(p.numel() for p in head_extra),
+    }
+
+
 def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, world_size, tokens_per_iter):
-    breakdown = ', '.join(f'{k} {v:,}' for k, v in raw_model.param_breakdown().items())
+    breakdown = ', '.join(f'{k} {v:,}' for k, v in param_breakdown(raw_model).items())
     print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
           f"source: {meta.get('source', 'unknown')}), "
           f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")

@@ -14,6 +14,7 @@ from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
 from lib.machine import pick_device
 from lib.prepared_data import load_splits
+from lib.probes import linear_cka, random_cka_floor
 
 
 # The table's "loss after f of the budget" is the mean training step loss over the logged iterations
@@ -241,4 +242,37 @@ def bucket_numbers(run_dir, data, cfg):
     for (key, *_), total, count in zip(BUCKETS, sums, counts):
         numbers[f'val_loss_{key}'] = total / count if count else None
         numbers[f'tokens_{key}'] = count
+    return numbers
+
+
+# Claim 10 of the verdict table (Lopardo et al. 2026): is the tied matrix closer to an untied model's
+# head than to its embedding? Each tied-family run's final shared matrix (pit: its memory U) against
+# the same seed's untied run, by linear CKA, beside the CKA of two random matrices of that shape.
+ALIGNMENT_COLUMNS = [('cka_emb', 'CKA to untied embedding', '{:.3f}'), ('cka_head', 'CKA to untied head', '{:.3f}'),
+                     ('cka_floor', 'random floor', '{:.3f}')]
+ALIGNMENT_FILE = 'alignment.json'  # in the run's folder, reused while both checkpoints are unchanged
+
+
+def alignment_numbers(run_dir, untied_dir):
+    """The ALIGNMENT_COLUMNS of one run against the untied run of its seed (None where either checkpoint
+    is missing). Read from ALIGNMENT_FILE when it describes the two checkpoints there now."""
+    if untied_dir is None:
+        return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
+    paths = [os.path.join(folder, 'ckpt.pt') for folder in (run_dir, untied_dir)]
+    if not all(os.path.exists(path) for path in paths):
+        return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
+    made_from = [[os.stat(path).st_size, os.stat(path).st_mtime_ns] for path in paths]
+    cache = os.path.join(run_dir, ALIGNMENT_FILE)
+    try:
+        with open(cache, encoding='utf-8') as f:
+            saved = json.load(f)
+        if saved['made_from'] == made_from:
+            return saved['numbers']
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: measure again; the file is only a cache
+    shared, untied = (run_files.load_checkpoint(path, 'cpu')['model'] for path in paths)
+    W = shared['token_embedding_table.weight']
+    numbers = dict(cka_emb=linear_cka(W, untied['token_embedding_table.weight']),
+                   cka_head=linear_cka(W, untied['lm_head.weight']), cka_floor=random_cka_floor(*W.shape))
+    atomic_write_bytes(cache, (json.dumps(dict(made_from=made_from, numbers=numbers)) + '\n').encode())
     return numbers

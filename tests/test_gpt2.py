@@ -262,6 +262,25 @@ def test_export_folds_logit_scale_and_gives_a_bias_free_model_zero_biases(tiny_d
     assert json.loads((tmp_path / 'hf' / 'meta.json').read_text())['chars'] == ckpt['meta']['chars']
 
 
+@pytest.mark.parametrize('emb_scale', [False, True])
+def test_export_of_pit_is_an_untied_gpt2_with_its_two_matrices_and_the_same_logits(tiny_data, tmp_path, emb_scale):
+    out_dir = str(tmp_path / 'run')
+    trained = train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=8, eval_interval=4,
+                                                                 tie_mode='pit', emb_scale=emb_scale)))
+    export.main([f'--out_dir={out_dir}', f'--to={tmp_path}/hf'])
+    theirs = GPT2LMHeadModel.from_pretrained(str(tmp_path / 'hf')).eval()
+    assert theirs.config.tie_word_embeddings is False
+    assert theirs.lm_head.weight.data_ptr() != theirs.transformer.wte.weight.data_ptr()
+    ours = trained['model'].eval()
+    idx = random_ids(16, ours.config.vocab_size)
+    with torch.no_grad():
+        assert (our_logits(ours, idx) - theirs(idx).logits).abs().max().item() <= TOL
+        # the exported head is U S: the head scores the exported input rows like pit decodes them
+        U = ours.token_embedding_table.weight
+        scale = ours.config.n_embd ** 0.5 if emb_scale else 1.0
+        assert torch.allclose(theirs.lm_head.weight @ theirs.transformer.wte.weight.t(), scale * U @ U.t(), atol=1e-4)
+
+
 def test_export_never_touches_a_non_empty_folder_and_refuses_shuffle_in_one_line(tiny_data, finetuned, tmp_path):
     target = tmp_path / 'taken'
     target.mkdir()

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from init_loss import measure_initial_losses, predicted_initial_loss
-from lib.machine import autocast_context, memory_floor
+from lib.machine import autocast_context, flops_per_token, memory_floor
+from lib.run_files import param_breakdown
 from model import GPT, GPTConfig, TIE_MODES
 
 TIED_MODES = [m for m in TIE_MODES if m != 'untied']
@@ -32,14 +33,14 @@ def test_untied_has_its_own_head_and_exactly_n_times_d_more_parameters():
     assert not untied.is_tied
     assert untied.lm_head.weight.data_ptr() != untied.token_embedding_table.weight.data_ptr()
     assert untied.num_params() - tied.num_params() == SMALL['vocab_size'] * SMALL['n_embd']
-    assert untied.param_breakdown()['head_extra'] == SMALL['vocab_size'] * SMALL['n_embd']
+    assert param_breakdown(untied)['head_extra'] == SMALL['vocab_size'] * SMALL['n_embd']
 
 
 @pytest.mark.parametrize('mode', TIE_MODES)
 def test_breakdown_adds_up_and_counts_the_shared_matrix_once(mode):
     model = make(mode)
     by_storage = {p.data_ptr(): p.numel() for p in model.state_dict().values()}
-    assert sum(model.param_breakdown().values()) == model.num_params() == sum(by_storage.values())
+    assert sum(param_breakdown(model).values()) == model.num_params() == sum(by_storage.values())
 
 
 @pytest.mark.parametrize('mode, extra', [('shuffle', 0), ('shufflenet', 0), ('small_init', 0), ('logit_scale', 0),
@@ -232,10 +233,10 @@ def test_memory_floor_is_below_what_a_training_step_holds(mode, dtype):
 
 def test_flops_count_the_head_once_and_the_proj_matmul():
     tied, untied, proj = make('tied'), make('untied'), make('proj')
-    assert tied.flops_per_token() == untied.flops_per_token()
-    assert proj.flops_per_token() - tied.flops_per_token() == 6 * SMALL['n_embd'] ** 2
+    assert flops_per_token(tied) == flops_per_token(untied)
+    assert flops_per_token(proj) - flops_per_token(tied) == 6 * SMALL['n_embd'] ** 2
     n, d, L, T = SMALL['vocab_size'], SMALL['n_embd'], SMALL['n_layer'], SMALL['block_size']
-    assert tied.flops_per_token() == 6 * (n * d + L * 12 * d * d) + 12 * L * d * T
+    assert flops_per_token(tied) == 6 * (n * d + L * 12 * d * d) + 12 * L * d * T
 
 
 def test_cpu_bf16_autocast_runs_attention_in_fp32_and_the_rest_in_bf16(monkeypatch):
