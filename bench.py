@@ -30,7 +30,10 @@ import torch
 from lib import machine
 import train
 from lib.command_line import UserError, parse_modes, run_cli
-from lib.prepared_data import get_batch
+from lib.hf_gpt2 import pretrained_args
+from lib.prepared_data import get_batch, load_meta
+from lib.run_files import MODEL_KEYS, load_checkpoint
+from lib.probes import GradSources
 from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
                          pick_compile, pick_device, pick_dtype)
 from model import GPT, TIE_MODES
@@ -43,7 +46,8 @@ DEFAULTS = dict(train.DEFAULTS,
                 compare=False,
                 compare_compile='auto',  # with --compare: also the torch.compile rows; auto: where train.py's
                                          # compile=auto would compile (CUDA), since each compiles first: slow on a CPU
-                compare_modes=','.join(TIE_MODES))
+                compare_modes=','.join(TIE_MODES),
+                grad_probe=False)    # every step as a logged step of train.py: with the grad_in/grad_out probe
 
 
 def rss_now_and_peak():
@@ -113,6 +117,7 @@ class Setting:
         self.ctx = autocast_context(device, self.dtype)
         self.generator = torch.Generator().manual_seed(cfg['seed'])
         self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
+        self.grad_sources = GradSources(self.raw_model) if cfg['grad_probe'] else None
         self.times = []
         self.memory = None
 
@@ -122,7 +127,9 @@ class Setting:
         for _ in range(cfg['gradient_accumulation_steps']):
             x, y, _ = get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
-        train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'])
+        train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
+                            measure_norm=True, grad_sources=self.grad_sources,
+                            after_step=self.raw_model.after_optimizer_step)
 
     def sync(self):
         if self.device.startswith('cuda'):
@@ -172,19 +179,50 @@ def main(argv):
         run_bench(cfg)
 
 
+def take_shape_of_start(cfg):
+    """--init_from names a model: time a fresh one of its shape (bench.py reads no weights, and a step costs
+    the same whatever they are), said on a line of its own, rather than train.py's default shape."""
+    start = cfg['init_from']
+    if start == 'scratch':
+        return
+    if start == 'resume':
+        shape = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), 'cpu')['model_args']
+    else:
+        shape = pretrained_args(start)  # a GPT-2 name or folder, from its config alone
+        shape = dict(shape, tie_mode=cfg['tie_mode'] if shape.pop('tied') else 'untied')
+        shape['block_size'] = min(cfg['block_size'], shape['block_size'])  # the windows train.py would draw
+    cfg.update({key: shape[key] for key in MODEL_KEYS if key in shape})
+    print(f"note: --init_from={start}: timing a fresh model of its shape ({cfg['n_layer']} layers, {cfg['n_head']} "
+          f"heads, width {cfg['n_embd']}, vocab {cfg['vocab_size']}, tie_mode {cfg['tie_mode']}); bench.py reads "
+          f"no weights", file=sys.stderr)
+
+
+def vocab_size(cfg):
+    """--vocab_size, else the prepared dataset's. Only train.py's default dataset may be missing (a fresh
+    clone): then 65, tiny shakespeare's characters, said on a line of its own. A dataset named on the
+    command line or in a config file must be there, as train.py would need it."""
+    if cfg['vocab_size'] is not None:
+        return cfg['vocab_size']
+    data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    named = (cfg['dataset'], cfg['data_dir']) != (DEFAULTS['dataset'], DEFAULTS['data_dir'])
+    if not named and not os.path.exists(os.path.join(data_dir, 'meta.json')):
+        print(f"note: no prepared data in {data_dir}, so vocab_size is 65 (tiny shakespeare's characters); "
+              f"--vocab_size=N or --dataset=NAME times another", file=sys.stderr)
+        return 65
+    return load_meta(data_dir)['vocab_size']  # one line naming what is missing or broken
+
+
 def run_bench(cfg):
     """Build the setting of every row, time them, print the table."""
     device = pick_device(cfg['device'])
     pick_dtype(cfg['dtype'], device)  # the one warning, if the chosen dtype is emulated here
-    if cfg['vocab_size'] is None:
-        try:
-            cfg['vocab_size'] = train.load_meta(os.path.join(cfg['data_dir'], cfg['dataset']))['vocab_size']
-        except UserError:
-            cfg['vocab_size'] = 65
+    take_shape_of_start(cfg)
+    cfg['vocab_size'] = vocab_size(cfg)
 
     def label(row_cfg):
         compiled = 'compile' if pick_compile(row_cfg['compile'], device) else 'eager'
-        return f"{row_cfg['tie_mode']} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
+        probe = ' + grad probe' if row_cfg['grad_probe'] else ''
+        return f"{row_cfg['tie_mode']}{probe} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
 
     # (name, settings, fused AdamW: None = as train.py chooses)
     settings = [(label(cfg), cfg, None)]
@@ -209,6 +247,9 @@ def run_bench(cfg):
                 if label(row_cfg) != label(cfg):
                     settings.append((label(row_cfg), row_cfg, None))
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
+        # train.py's logged step: the same step with the probe of where the shared gradient comes from
+        settings.append((label(dict(cfg, grad_probe=not cfg['grad_probe'])), dict(cfg, grad_probe=not cfg['grad_probe']),
+                         None))
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
         machine.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
