@@ -1,6 +1,6 @@
 """
 The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
-budget, one run after another, and compare their losses, curves and copy probes. One more row
+budget, several runs side by side, and compare their losses, curves and copy probes. One more row
 is no tie mode of its own: tied_untie, "tied, untied at 2/3", trains with --tie_mode=tied until
 iteration round(untie_at * max_iters) and with a head of its own after (train.py --untie_at;
 ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
@@ -11,6 +11,7 @@ ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other ru
     python ablate.py --modes=tied,untied,shuffle --seeds=3
     python ablate.py --modes=tied,tied_untie --untie_at=0.5   # untie halfway instead of at 2/3
     python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
+    python ablate.py config/ablate_char.py --jobs=1    # one run after another, in this process
     python ablate.py config/ablate_char_sigma.py --versus=out-ablation-char-sigma-noscale  # + this minus that
 
 Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
@@ -23,10 +24,19 @@ the GPT-2 speed-run record (model.GPT.untie), keeps what tying gives early and f
 for the end. It is the `tied` run of the same seed, batch for batch, up to the untie, so the two
 rows differ only by what happens after it. Every other run trains with untie_at=None.
 
+Side by side: --jobs runs at a time (default: one per CPU core), each in a worker process with its
+share of the cores as torch threads, under one progress bar (runs and iterations done, elapsed, time
+left) and a line per finished run; what a run prints goes to its own out_dir/<mode>-seed<seed>/
+train.log. A run is trained by one process only: the one holding the lock on its .claim file, so two
+ablate.py commands on one out_dir share the runs, and one never resumes a run that the other is
+training: it waits for it. A run that fails is named with its log's last line, the others go on, and
+the summary waits for a re-run that completes them.
+
 Stopping and starting again: a finished run leaves result.json (with the settings it was made
 with) and is skipped when the command is run again; an interrupted run continues from its last
-checkpoint; a run made with different settings stops the ablation with an error instead of
-mixing results. So Ctrl-C and re-running the same command loses at most one eval_interval.
+checkpoint; a run made with different settings stops the ablation with an error, before anything is
+trained, instead of mixing results. Ctrl-C stops every running run after it saves a checkpoint (a
+second Ctrl-C stops them at once), so re-running the same command loses at most one eval_interval.
 
 Writes to out_dir:
     ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint,
@@ -37,6 +47,7 @@ Writes to out_dir:
                       loss's iteration, val minus train loss at the end, grad_norm and loss spikes, tokens/s;
                       and a second table: val loss by how often the target token occurs in train.bin
     summary.json      the same numbers, per seed and as mean and std over seeds
+    <mode>-seed<seed>/train.log   what the run printed (its first line names the process that trained it)
     <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint,
                       made by the first summary that needs it and reused while the checkpoint is unchanged
     loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
@@ -52,8 +63,9 @@ the text repeats more than one token in 2n.
 
 import json
 import os
-import sys
 import time
+
+import torch
 
 import train
 from lib import machine, run_files
@@ -62,6 +74,7 @@ from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, UNTIE_ROW, m
 from lib.ablation_report import markdown, plot, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError, parse_modes, run_cli
+from lib.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, say, usable_cores
 from lib.machine import pick_device, pick_dtype
 from lib.prepared_data import load_meta
 from lib.run_results import read_result
@@ -78,6 +91,8 @@ DEFAULTS.update(
     quick=False,                # the preset below
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
     versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
+    jobs=0,                     # runs side by side, each a process with its share of the cores as torch threads;
+                                # 0: one per CPU core (one on a GPU); 1: one after another in this process
 )
 
 # --quick: a tiny model and a few tens of iterations, seconds per mode, for tests and smoke checks.
@@ -106,6 +121,9 @@ def parse_args(argv):
     cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', MODES))  # a mode named twice is trained once
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
+    if cfg['jobs'] < 0:
+        raise UserError(f"--jobs must be 0 (one run per CPU core) or a positive number of runs side by side, "
+                        f"got {cfg['jobs']}")
     if cfg['max_iters'] < 1:
         raise UserError(f"--max_iters must be at least 1 for an ablation, got {cfg['max_iters']}")
     # parse_train_args has checked untie_at's range with train.py's message. What train.py cannot know:
@@ -138,6 +156,10 @@ def plan_runs(cfg):
     return runs
 
 
+class RunsFailed(UserError):
+    """Some runs failed, each named with its log's last line; the others finished, and no summary was written."""
+
+
 def check_same_config(wanted, saved, where, run_dir):
     """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
     # A key newer than the run (LEGACY_RUN_KEYS) counts with the value the run was made with.
@@ -152,47 +174,110 @@ def check_same_config(wanted, saved, where, run_dir):
 
 # ---------------------------------------------------------------- training
 
-def run_all(cfg, runs, bar):
-    """Train what is not trained yet. Returns {'trained': [...], 'resumed': [...], 'skipped': [...]} of (mode, seed)."""
-    from tqdm import tqdm
-    done = dict(trained=[], resumed=[], skipped=[])
-    for i, (mode, seed, run_cfg) in enumerate(runs, 1):
-        run_dir = run_cfg['out_dir']
-        wanted = recorded_config(run_cfg)
-        result_path = os.path.join(run_dir, 'result.json')
-        ckpt_path = os.path.join(run_dir, 'ckpt.pt')
-        if os.path.exists(result_path):
-            result = read_result(result_path)
-            check_same_config(wanted, result['config'], result_path, run_dir)
-            tqdm.write(f"{mode} seed {seed}: finished earlier, skipped ({result_path})")
-            bar.update(cfg['max_iters'])
-            done['skipped'].append((mode, seed))
+def jobs_and_threads(cfg, device):
+    """--jobs as a number of runs side by side, and the torch threads of each: the cores shared out. 0 (the
+    default) is one run per core on a CPU, where two one-thread processes beat one two-thread process
+    on these small models (docs/performance.md); one on a GPU, which one run keeps busy."""
+    cores = usable_cores()
+    jobs = cfg['jobs'] or (cores if device == 'cpu' else 1)
+    return jobs, max(1, cores // jobs)
+
+
+def plan(cfg, runs):
+    """(the finished runs as (mode, seed), a grid_runner.Task for each other run), checking now, before
+    anything is trained, that every finished or interrupted run was made with these settings."""
+    finished, tasks = [], []
+    for mode, seed, run_cfg in runs:
+        run_dir, wanted = run_cfg['out_dir'], recorded_config(run_cfg)
+        state = run_state(run_dir, wanted)
+        if state == 'finished':
+            finished.append((mode, seed))
             continue
-        if os.path.exists(ckpt_path):
-            # Interrupted midway: continue from the checkpoint, which train.py restores exactly
-            # (weights, optimizer, RNG and data order), if it was made with these settings.
-            ckpt = run_files.load_checkpoint(ckpt_path, 'cpu')
-            check_same_config(wanted, ckpt.get('config', {}), ckpt_path, run_dir)
-            run_cfg = dict(run_cfg, init_from='resume')
-            bar.update(ckpt['iter_num'])
-            tqdm.write(f"{mode} seed {seed}: resuming from iteration {ckpt['iter_num']} ({ckpt_path})")
-            del ckpt
-        bar.set_description(f"{mode} seed {seed} [{i}/{len(runs)}]")
-        summary = train.train(run_cfg, progress=bar)  # the bar replaces train.py's own printing
-        result = dict(mode=mode, seed=seed, config=wanted, resumed=run_cfg['init_from'] == 'resume',
-                      summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
-        # Written last and atomically: its presence means the run is complete.
-        atomic_write_bytes(result_path, (json.dumps(result, indent=1) + '\n').encode())
-        done['resumed' if result['resumed'] else 'trained'].append((mode, seed))
-        tqdm.write(f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) "
-                   f"after {summary['iters']} iterations, {summary['wall_s']:.0f} s")
+        tasks.append(Task(label=f"{mode} seed {seed}", run_dir=run_dir, iters=cfg['max_iters'], done_iters=state,
+                          group=mode, payload=(mode, seed, run_cfg)))
+    return finished, tasks
+
+
+def run_state(run_dir, wanted):
+    """'finished' (result.json), or the iteration its checkpoint continues from (0: none yet)."""
+    result_path, ckpt_path = os.path.join(run_dir, 'result.json'), os.path.join(run_dir, 'ckpt.pt')
+    if os.path.exists(result_path):
+        check_same_config(wanted, read_result(result_path)['config'], result_path, run_dir)
+        return 'finished'
+    if not os.path.exists(ckpt_path):
+        return 0
+    # Interrupted midway: continued from the checkpoint, which train.py restores exactly (weights,
+    # optimizer, RNG and data order), if it was made with these settings.
+    ckpt = run_files.load_checkpoint(ckpt_path, 'cpu')
+    check_same_config(wanted, ckpt.get('config', {}), ckpt_path, run_dir)
+    return ckpt['iter_num']
+
+
+def train_run(payload, progress):
+    """Train one run that this process has claimed (lib/grid_runner.py), printing into the run's train.log:
+    found finished by another process meanwhile, continued from its checkpoint, or started. Written last
+    and atomically, result.json means the run is complete. Module-level: a worker process imports it."""
+    mode, seed, run_cfg = payload
+    wanted = recorded_config(run_cfg)
+    state = run_state(run_cfg['out_dir'], wanted)  # again: another process may have moved it on since planning
+    if state == 'finished':
+        return dict(status='skipped', line=f"{mode} seed {seed}: finished by another process, skipped")
+    if state:
+        run_cfg = dict(run_cfg, init_from='resume')
+    getattr(progress, 'begin', lambda start: None)(state)
+    device = pick_device(run_cfg['device'])
+    print(f"ablate.py: pid {os.getpid()} trains {mode} seed {seed}, "
+          f"{f'from its checkpoint of iteration {state}' if state else 'from scratch'}, on {device} in "
+          f"{pick_dtype(run_cfg['dtype'], device, warn=False)} with {torch.get_num_threads()} torch thread(s), "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+    summary = train.train(run_cfg, progress=progress)  # the grid's bar replaces train.py's own printing
+    result = dict(mode=mode, seed=seed, config=wanted, resumed=bool(state), pid=os.getpid(),
+                  threads=torch.get_num_threads(),
+                  summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
+    atomic_write_bytes(os.path.join(run_cfg['out_dir'], 'result.json'), (json.dumps(result, indent=1) + '\n').encode())
+    line = (f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) after "
+            f"{summary['iters']} iterations, {summary['wall_s']:.0f} s")
+    print(line, flush=True)
+    return dict(status='resumed' if state else 'trained', line=line)
+
+
+def run_all(cfg, runs, bar=None):
+    """Train what is not trained yet: in this process with --jobs=1, else in --jobs processes side by side.
+    bar: one that stands in for the grid's (tests). Returns {'trained', 'resumed', 'skipped': [(mode, seed)],
+    'failed': [(mode, seed, last line of its log)], 'workers': [pid], 'jobs', 'threads'}."""
+    finished, tasks = plan(cfg, runs)
+    jobs, threads = jobs_and_threads(cfg, pick_device(cfg['device']))
+    done = dict(trained=[], resumed=[], skipped=list(finished), failed=[], workers=[], jobs=jobs, threads=threads)
+    own_bar = bar is None
+    if own_bar:
+        bar = GridBar(len(runs), len(finished), len(runs) * cfg['max_iters'],
+                      len(finished) * cfg['max_iters'] + sum(task.done_iters for task in tasks), cfg['progress'])
+    for mode, seed in finished:
+        say(bar, f"{mode} seed {seed}: finished earlier, skipped ({cfg['out_dir']}/{mode}-seed{seed}/result.json)")
+    for task in tasks:
+        if task.done_iters:
+            say(bar, f"{task.label}: resuming from iteration {task.done_iters} ({task.run_dir}/ckpt.pt)")
+
+    def on_done(task, outcome):
+        done[outcome['status']].append(task.payload[:2])
+        say(bar, outcome['line'])
+
+    def on_failed(task, line):
+        done['failed'].append((*task.payload[:2], line))
+        say(bar, f"{task.label}: FAILED: {line} (log: {os.path.join(task.run_dir, LOG_FILE)})")
+    if tasks:
+        say(bar, f"{len(tasks)} of {len(runs)} runs to train, " + (
+            "one after another in this process" if jobs == 1 else
+            f"{min(jobs, len(tasks))} at a time, each in a process of its own with {threads} torch thread(s)"))
+    try:
+        if jobs == 1:
+            run_here(tasks, train_run, bar, on_done, on_failed)
+        elif tasks:
+            done['workers'] = run_in_workers(tasks, train_run, jobs, threads, bar, on_done, on_failed)
+    finally:
+        if own_bar:
+            bar.close()
     return done
-
-
-# ---------------------------------------------------------------- summaries
-
-
-# ---------------------------------------------------------------- the figure
 
 
 # ---------------------------------------------------------------- main
@@ -200,7 +285,6 @@ def run_all(cfg, runs, bar):
 def ablate(cfg, argv=()):
     """Train and summarise the ablation that cfg (from parse_args) describes. Returns what run_all did
     plus the summary numbers."""
-    from tqdm import tqdm
     started = time.time()
     meta = load_meta(os.path.join(cfg['data_dir'], cfg['dataset']))  # fails now, not after the first run
     runs = plan_runs(cfg)
@@ -210,18 +294,26 @@ def ablate(cfg, argv=()):
         machine.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
                            pick_dtype(cfg['dtype'], device))
     os.makedirs(cfg['out_dir'], exist_ok=True)
-    bar = tqdm(total=len(runs) * cfg['max_iters'], disable=not cfg['progress'], dynamic_ncols=True,
-               unit='it', desc='ablation')
     try:
-        done = run_all(cfg, runs, bar)
-    except KeyboardInterrupt:
-        bar.close()
-        print("\nablation interrupted: finished runs are kept and the current one resumes from its last "
-              "checkpoint; re-run the same command to continue", file=sys.stderr)
-        raise
-    bar.close()
+        done = run_all(cfg, runs)
+    except KeyboardInterrupt as e:
+        # e names where each stopped run stands; train.py's own advice (--init_from=resume) is not this command's
+        stopped = f" ({str(e).split(': checkpoint saved')[0]})" if str(e) else ""
+        raise KeyboardInterrupt(f"ablation interrupted{stopped}: finished runs are kept and each stopped run resumes "
+                                f"from its last checkpoint; re-run the same command to continue") from None
+    if done['failed']:
+        runs_failed = '; '.join(f"{mode} seed {seed}: {line}" for mode, seed, line in done['failed'])
+        failed = RunsFailed(f"{len(done['failed'])} of {len(runs)} runs failed ({runs_failed}); each run's train.log "
+                            f"in {cfg['out_dir']}/MODE-seedSEED/ has the whole story; the other runs are kept, and "
+                            f"re-running the same command trains only what is missing, then writes the summary")
+        failed.done = done
+        raise failed
 
     csv_rows, info, curves = summarize(cfg, runs, meta['vocab_size'], list(argv))
+    if done['trained'] or done['resumed']:  # the threads above are this process's, not its workers'
+        info['machine'] += (f"; this command trained its runs {done['jobs']} at a time, {done['threads']} torch "
+                            f"thread(s) each" if done['jobs'] > 1 else "; this command trained its runs one after "
+                            "another in this process")
     if cfg['versus']:
         info['versus_other'] = versus_other(info, cfg['versus'])
     write_csv(os.path.join(cfg['out_dir'], 'ablation.csv'), csv_rows)

@@ -251,6 +251,12 @@ def main(argv):
     args = parse_config(DEFAULTS, argv)
     if args['init_from']:
         return pretrained_main(args)
+    # --text and --windows belong to --init_from: without it they would be ignored, and the table measured
+    # on random tokens instead of the text the user named.
+    ignored = [f"--{key}" for key in ('text', 'windows') if args[key] != DEFAULTS[key]]
+    if ignored:
+        raise UserError(f"{' and '.join(ignored)} measure a pretrained model on a text, so they need "
+                        f"--init_from=gpt2 (or a folder); without it init_loss.py measures fresh models on random tokens")
     modes = parse_modes(args['modes'], 'modes', TIE_MODES)
     for key in ('seeds', 'batch_size'):
         if args[key] < 1:

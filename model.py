@@ -162,7 +162,8 @@ class GPTConfig:
         if self.n_embd % self.n_head != 0:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.tie_mode == 'shuffle' and self.n_embd % 2 != 0:
-            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width: n_embd must be even, got {self.n_embd}")
+            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width, so n_embd must be even, "
+                             f"got n_embd={self.n_embd}")
         if self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups != 0:
             raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
                              f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "

@@ -182,6 +182,11 @@ def load_default_corpus(source, out_dir):
             print(f"  got it in {time.time() - started:.1f}s, cached in {cache_path}")
         source_fields = dict(source=spec["name"], source_location=spec["location"],
                              source_sha256=_sha256(data), source_bytes=len(data))
+        if key != wanted[0]:  # the documented fallback: said on its own line, never taken silently
+            why = (f"could not be downloaded ({failures[0]})" if failures else
+                   f"is not cached and this one is, from an earlier run ({cache_path})")
+            print(f"note: {SOURCES[wanted[0]]['name']} {why}, so this is the fallback corpus, {spec['name']}; "
+                  f"--source={wanted[0]} insists on the first, --input=FILE prepares any text", file=sys.stderr)
         return data.decode("utf-8"), source_fields
     raise UserError(f"could not get the default corpus ({'; '.join(failures)}); "
                     "prepare any local UTF-8 text file instead with: python prepare.py --input=FILE")

@@ -14,7 +14,7 @@ import os
 import torch
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
-from lib.hf_gpt2 import from_pretrained, pretrained_meta
+from lib.hf_gpt2 import from_pretrained, pretrained_args, pretrained_meta
 from lib.machine import autocast_context, out_of_memory_is_user_error, pick_device, pick_dtype
 from lib.run_files import load_checkpoint, model_from_checkpoint
 from lib.prepared_data import get_codec
@@ -66,6 +66,10 @@ def generate_samples(cfg):
         ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
         meta = ckpt['meta']
     else:
+        if cfg['out_dir'] != DEFAULTS['out_dir']:  # it would be ignored: the user asked for two models
+            raise UserError(f"--out_dir={cfg['out_dir']} names a run's checkpoint, but --init_from={cfg['init_from']} "
+                            f"samples that model instead; drop one of the two")
+        pretrained_args(cfg['init_from'])  # no GPT-2 by that name or in that folder: one line, before any note
         meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
     encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks

@@ -4,7 +4,7 @@
 # at init, so that the self term of (*) is large without a wide model: d*sigma*s/sqrt(s^2+1) = 11.3
 # with emb_scale (s = sqrt(d)), against log n = 4.17. Every tie mode plus tied_untie, 5 seeds each.
 #   python prepare.py --input=tinyshakespeare.txt     # or plain `python prepare.py` where it can download it
-#   python ablate.py config/ablate_char_sigma.py
+#   python ablate.py config/ablate_char_sigma.py   # one run per CPU core at a time (--jobs), one bar
 # and without the sqrt(d) input scaling, for tied, untied and one remedy:
 #   python ablate.py config/ablate_char_sigma.py --emb_scale=false --modes=tied,untied,shuffle --out_dir=out-ablation-char-sigma-noscale
 out_dir = 'out-ablation-char-sigma'

@@ -17,7 +17,7 @@ UNTIE_ROW = 'tied_untie'
 MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order
 
 
-ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus')
+ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
 
 
 # Keys that do not change what a run computes; all others must match to skip or resume a run.

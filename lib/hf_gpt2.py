@@ -10,6 +10,7 @@ without the weights, every path here stops with one line saying what to do.
 
 import json
 import os
+import sys
 
 import torch
 
@@ -85,7 +86,11 @@ def pretrained_meta(name_or_path):
     """The tokenizer a pretrained model reads, as prepare.py's meta.json describes one: the meta.json
     that export.py writes beside the weights, else GPT-2's BPE (every OpenAI GPT-2)."""
     path = os.path.join(name_or_path, 'meta.json')
-    if not (os.path.isdir(name_or_path) and os.path.isfile(path)):
+    if not os.path.isdir(name_or_path):  # a hub name: every OpenAI GPT-2 reads GPT-2 BPE
+        return dict(tokenizer='gpt2', vocab_size=50257)
+    if not os.path.isfile(path):  # the documented fallback, said on its own line (sample.py, train.py, init_loss.py)
+        print(f"note: {name_or_path} has no meta.json (export.py writes one), so its token ids are read as GPT-2 BPE",
+              file=sys.stderr)
         return dict(tokenizer='gpt2', vocab_size=50257)
     try:
         with open(path, encoding='utf-8') as f:

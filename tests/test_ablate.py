@@ -36,8 +36,9 @@ def one_thread():
 
 
 def ablation_args(data_dir, out_dir, *extra, **overrides):
+    # --jobs=1: in this process, with one_thread's single thread (test_ablate_jobs.py runs the workers)
     args = tiny_train_args(data_dir, out_dir, **dict(dict(max_iters=20, eval_interval=10, log_interval=1), **overrides))
-    return args + list(extra)
+    return args + ['--jobs=1'] + list(extra)
 
 
 def run_ablation(data_dir, out_dir, *extra, **overrides):
@@ -292,7 +293,7 @@ def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summa
 
 
 def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
-    args = ['--quick', '--dataset=tiny', f'--data_dir={tiny_data}', f'--out_dir={tmp_path}', '--device=cpu',
+    args = ['--quick', '--dataset=tiny', f'--data_dir={tiny_data}', f'--out_dir={tmp_path}', '--device=cpu', '--jobs=1',
             '--progress=false', '--modes=tied,shuffle', '--max_iters=12']
     cfg = ablate.parse_args(args)
     assert cfg['max_iters'] == 12 and cfg['n_embd'] == ablate.QUICK['n_embd'] and cfg['out_dir'] == str(tmp_path)
@@ -342,7 +343,8 @@ class StopAfter:
 def test_an_interrupted_run_resumes_from_its_checkpoint_exactly(tiny_data, tmp_path):
     budget = dict(max_iters=12, eval_interval=6)
     straight = run_ablation(tiny_data, str(tmp_path / 'straight'), '--modes=shuffle', **budget)
-    args = tiny_train_args(tiny_data, str(tmp_path / 'stopped'), log_interval=1, **budget) + ['--modes=shuffle']
+    args = tiny_train_args(tiny_data, str(tmp_path / 'stopped'), log_interval=1, **budget) + ['--modes=shuffle',
+                                                                                             '--jobs=1']
     cfg = ablate.parse_args(args)
     # Stopped during iteration 9: the last checkpoint is the one at iteration 6.
     with pytest.raises(KeyboardInterrupt):
@@ -583,3 +585,32 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
     row = next(line for line in lines[header:] if line.startswith('| tied |'))  # the bucket table's tied row
     cells = row.strip('| ').split(' | ')[1:]
     assert [c == '–' for c in cells] == [False] + [count == 0 for count in expected]
+
+
+def test_the_summary_aligns_every_tied_run_with_its_seeds_untied_run_by_cka(every_mode):
+    from lib.probes import linear_cka, random_cka_floor
+    out_dir, _ = every_mode
+    summary = json.load(open(os.path.join(out_dir, 'summary.json')))
+    assert summary['modes']['untied']['cka_emb']['mean'] is None  # untied is what the others are measured against
+    for mode in ('tied', 'pit', 'shuffle'):
+        cells = summary['modes'][mode]
+        for k, seed in enumerate((1337, 1338)):
+            ours = torch.load(os.path.join(out_dir, f'{mode}-seed{seed}', 'ckpt.pt'), weights_only=True)['model']
+            untied = torch.load(os.path.join(out_dir, f'untied-seed{seed}', 'ckpt.pt'), weights_only=True)['model']
+            W = ours['token_embedding_table.weight']
+            assert cells['cka_emb']['per_seed'][k] == pytest.approx(
+                linear_cka(W, untied['token_embedding_table.weight']), abs=1e-9)
+            assert cells['cka_head']['per_seed'][k] == pytest.approx(linear_cka(W, untied['lm_head.weight']), abs=1e-9)
+            assert cells['cka_floor']['per_seed'][k] == pytest.approx(random_cka_floor(*W.shape), abs=1e-9)
+    table = open(os.path.join(out_dir, 'summary.md')).read()
+    assert '| CKA to untied embedding | CKA to untied head | random floor |' in table
+
+
+def test_linear_cka_ignores_rotation_and_scale_and_its_floor_depends_on_the_shape():
+    from lib.probes import linear_cka, random_cka_floor
+    torch.manual_seed(0)
+    X = torch.randn(300, 16)
+    Q, _ = torch.linalg.qr(torch.randn(16, 16))
+    assert linear_cka(X, 5 * X @ Q) == pytest.approx(1.0, abs=1e-9)
+    assert linear_cka(X, torch.randn(300, 16)) < 0.2
+    assert random_cka_floor(300, 16) < 0.15 < 0.5 < random_cka_floor(20, 64)  # n <= d: random looks aligned

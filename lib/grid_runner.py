@@ -1,0 +1,505 @@
+"""Many training runs side by side: worker processes with a share of the CPU threads each, a claim on
+every run folder so that no two processes ever train the same run, each run's output in a log in its
+folder, one progress bar over them all, and Ctrl-C and failed runs handled run by run.
+
+The caller (ablate.py) gives a function run_fn(payload, progress) that trains one claimed run and
+returns a dict with at least 'line' (what to print when it ends); it must be a module-level function
+so that a worker process can import it. Nothing here knows what a run computes."""
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from lib.command_line import UserError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no claims (two commands on one out_dir are then the user's to avoid)
+    fcntl = None
+
+
+CLAIM_FILE = '.claim'       # in the run folder: locked (flock) by the process that trains the run, holds its pid
+LOG_FILE = 'train.log'      # in the run folder: what the run printed, appended to by every process that trains it
+RETRY_S = 1.0               # how often a run claimed by another process is tried again
+PROGRESS_EVERY_S = 0.2      # a worker reports its iterations at most this often
+
+
+@dataclass
+class Task:
+    label: str              # how messages name the run, e.g. 'tied seed 1337'
+    run_dir: str
+    iters: int              # the run's iterations in all, for the bar
+    done_iters: int         # those already done (a checkpoint to resume from), counted by the bar from the start
+    group: str = ''         # runs of one group have one shape: a worker keeps to one group where it can (torch.compile)
+    payload: object = None  # what run_fn gets
+
+
+def usable_cores():
+    """The CPU cores this process may run on (a container's or taskset's limit, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------- one run: its claim and its log
+
+class Busy(Exception):
+    def __init__(self, owner):
+        super().__init__(f"claimed by process {owner}")
+        self.owner = owner
+
+
+class Claim:
+    """This process's exclusive right to write run_dir: an flock on run_dir/CLAIM_FILE. The kernel drops it
+    when the process ends, however it ends, so a killed trainer never leaves a run claimed."""
+
+    def __init__(self, run_dir):
+        os.makedirs(run_dir, exist_ok=True)
+        self.fd = os.open(os.path.join(run_dir, CLAIM_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(self.fd, 32).decode(errors='replace').strip() or '?'
+            os.close(self.fd)
+            raise Busy(owner) from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing the last descriptor releases the lock
+
+
+@contextlib.contextmanager
+def output_to(path, whole_process):
+    """Send this process's output to the log at path (appended) inside the block. whole_process: the
+    descriptors 1 and 2 themselves, so that C code and child processes are caught too (a worker);
+    else Python's sys.stdout and sys.stderr only, so that a bar drawn on the terminal stays there."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log = open(path, 'a', buffering=1, encoding='utf-8', errors='replace')
+    if not whole_process:
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                yield
+        finally:
+            log.close()
+        return
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, old in zip((1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+        log.close()
+
+
+def last_line(path):
+    """The log's last non-empty line: for a failed run, the error or the exception of its traceback."""
+    try:
+        with open(path, 'rb') as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            lines = [line.strip() for line in f.read().decode(errors='replace').splitlines() if line.strip()]
+    except OSError:
+        return '(no log)'
+    return lines[-1][:300] if lines else '(empty log)'
+
+
+def run_claimed(task, run_fn, progress, whole_process):
+    """run_fn on a run this process has claimed, its output in the run's log. ('done', outcome) or
+    ('failed', the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and raised."""
+    log = os.path.join(task.run_dir, LOG_FILE)
+    with output_to(log, whole_process):
+        try:
+            return 'done', run_fn(task.payload, progress)
+        except KeyboardInterrupt as e:
+            print(str(e) or 'interrupted', file=sys.stderr)
+            raise
+        except UserError as e:
+            print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        except Exception:
+            traceback.print_exc()
+        finally:
+            getattr(progress, 'flush', lambda: None)()
+    return 'failed', last_line(log)
+
+
+# ---------------------------------------------------------------- the bar
+
+class GridBar:
+    """One bar over the grid: runs done of all, iterations done of all, elapsed and time left (tqdm's
+    estimate from the rate of all runs together). Lines printed through it leave the bar whole."""
+
+    def __init__(self, runs_total, runs_done, iters_total, iters_done, enabled):
+        from tqdm import tqdm
+        self.tqdm = tqdm
+        self.bar = tqdm(total=iters_total, initial=iters_done, disable=not enabled, dynamic_ncols=True, unit='it',
+                        smoothing=0.05, desc=f"runs {runs_done}/{runs_total}")
+        self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
+        self.describe()
+
+    def describe(self, running=None):
+        self.running = self.running if running is None else running
+        more = f", {self.running} running" if self.running else ""
+        self.bar.set_description(f"runs {self.runs_done}/{self.runs_total}{more}", refresh=False)
+        self.bar.refresh()
+
+    def update(self, n=1):
+        self.bar.update(n)
+
+    def run_ended(self):
+        self.runs_done += 1
+        self.describe()
+
+    def write(self, line):
+        self.tqdm.write(line)
+
+    def set_postfix(self, *args, **kwargs):
+        pass  # one run's loss and speed, while several train: not the grid's
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        self.bar.close()
+
+
+def say(bar, line):
+    (bar.write if hasattr(bar, 'write') else print)(line)
+
+
+class RunProgress:
+    """The bar a run trains with in this process: the grid's, told where a resumed run really starts
+    (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
+
+    def __init__(self, bar, task):
+        self.bar, self.task, self.counted = bar, task, 0
+
+    def begin(self, start_iter):
+        self.update(start_iter - self.task.done_iters)
+
+    def update(self, n=1):
+        self.counted += n
+        self.bar.update(n)
+
+    def finish(self):
+        """Count the whole run, whatever was reported (a run found finished by another process reports nothing)."""
+        self.update(self.task.iters - self.task.done_iters - self.counted)
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+
+# ---------------------------------------------------------------- in this process, one run after another
+
+def run_here(tasks, run_fn, bar, on_done, on_failed):
+    """Train tasks one after another in this process, with its torch threads (bar: a GridBar, or anything
+    with update()). A run claimed by another process goes to the back of the queue until it is free (then
+    run_fn finds it finished, or resumes it). Ctrl-C: train.py's own handling saves the current run, and
+    the KeyboardInterrupt is raised from here."""
+    queue, told = list(tasks), set()
+    while queue:
+        for task in list(queue):
+            try:
+                claim = Claim(task.run_dir)
+            except Busy as e:
+                if task.label not in told:
+                    told.add(task.label)
+                    say(bar, f"{task.label}: {e}, which is training it; waiting for it")
+                continue
+            except OSError as e:  # no folder can be made there (a file in the way, no permission)
+                queue.remove(task)
+                on_failed(task, f"cannot claim {task.run_dir}: {e.strerror or e}")
+                continue
+            queue.remove(task)
+            progress = RunProgress(bar, task)
+            with claim:
+                status, outcome = run_claimed(task, run_fn, progress, whole_process=False)
+            if status == 'done':
+                progress.finish()
+            (on_done if status == 'done' else on_failed)(task, outcome)
+            getattr(bar, 'run_ended', lambda: None)()
+        if queue:
+            time.sleep(RETRY_S)
+
+
+# ---------------------------------------------------------------- in worker processes, side by side
+
+class Progress:
+    """The bar a run trains with in a worker: its iterations go to the parent's bar, a few times a second."""
+
+    def __init__(self, conn):
+        self.conn, self.pending, self.sent = conn, 0, time.monotonic()
+
+    def begin(self, start_iter):
+        self.conn.send(('start', start_iter))
+
+    def update(self, n=1):
+        self.pending += n
+        if time.monotonic() - self.sent >= PROGRESS_EVERY_S:
+            self.flush()
+
+    def flush(self):
+        if self.pending:
+            # A parent that is gone (killed) breaks the pipe: the run stops here, its last checkpoint kept.
+            self.conn.send(('progress', self.pending))
+            self.pending, self.sent = 0, time.monotonic()
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+
+def worker_main(conn, threads, run_fn):
+    """A worker process: claims and trains the runs the parent sends, one at a time, until it gets None."""
+    # A session of its own: the terminal's Ctrl-C reaches the parent alone, which passes it on once (twice
+    # means "stop at once", as in train.py). SIGINT was blocked while this process started.
+    with contextlib.suppress(OSError, AttributeError):
+        os.setsid()
+    try:
+        if hasattr(signal, 'pthread_sigmask'):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a Ctrl-C that came meanwhile lands here
+        import torch
+        torch.set_num_threads(threads)
+        conn.send(('ready', os.getpid()))
+        while (task := conn.recv()) is not None:
+            try:
+                claim = Claim(task.run_dir)
+            except Busy as e:
+                conn.send(('busy', e.owner))
+                continue
+            except OSError as e:  # no folder can be made there (a file in the way, no permission)
+                conn.send(('failed', f"cannot claim {task.run_dir}: {e.strerror or e}"))
+                continue
+            with claim:
+                status, outcome = run_claimed(task, run_fn, Progress(conn), whole_process=True)
+            conn.send((status, outcome))
+    except KeyboardInterrupt as e:
+        with contextlib.suppress(OSError):
+            conn.send(('interrupted', str(e) or 'interrupted'))
+    except (EOFError, OSError):
+        pass  # the parent is gone
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """os.environ with these values inside the block: what a worker process starts with."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update({key: str(value) for key, value in values.items()})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class Worker:
+    """The parent's side of one worker process."""
+
+    def __init__(self, context, threads, run_fn):
+        self.conn, child = context.Pipe()
+        self.pid = self.task = None
+        self.counted, self.groups, self.gone = 0, set(), False
+        # torch's thread pool (and inductor's compile pool) is sized from the environment at its import.
+        # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
+        masks = hasattr(signal, 'pthread_sigmask')  # POSIX
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
+        try:
+            with environment(OMP_NUM_THREADS=threads, TORCHINDUCTOR_COMPILE_THREADS=threads):
+                self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
+                self.process.start()
+        finally:
+            if masks:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        child.close()
+
+    def give(self, task):
+        self.task, self.counted = task, 0
+        self.conn.send(task)
+
+    def interrupt(self):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGINT)
+
+
+class WorkerPool:
+    """run_in_workers' state: the workers, the queue, and what the parent has heard."""
+
+    def __init__(self, tasks, run_fn, jobs, threads, bar, on_done, on_failed):
+        self.context = multiprocessing.get_context('spawn')  # forking a process that has run torch can hang
+        self.run_fn, self.threads, self.bar, self.on_done, self.on_failed = run_fn, threads, bar, on_done, on_failed
+        self.queue = [(task, 0.0) for task in tasks]  # (task, not before)
+        self.told, self.stops, self.stopped, self.pids = set(), [], [], []
+        self.jobs, self.workers = min(jobs, len(tasks)), []
+
+    def start(self):
+        while len(self.workers) < self.jobs and not self.stops:
+            self.workers.append(Worker(self.context, self.threads, self.run_fn))
+
+    def on_sigint(self, signum, frame):
+        self.stops.append(time.monotonic())
+        os.write(2, b"\nCtrl-C: every run saves a checkpoint and stops; Ctrl-C again stops them at once\n"
+                 if len(self.stops) == 1 else b"\nCtrl-C again: stopping every run at once\n")
+        for worker in self.workers:
+            worker.interrupt()
+
+    def hand_out(self):
+        """Give every idle worker a run that is due: one of a group it has trained first, else one of a group
+        no other worker has; so that under torch.compile each shape is compiled cold once, not once per worker
+        at the same moment, and each worker reuses what it compiled."""
+        now = time.monotonic()
+        for worker in self.workers:
+            if worker.pid is None or worker.task is not None or self.stops:
+                continue
+            due = [entry for entry in self.queue if entry[1] <= now]
+            if not due:
+                continue
+            elsewhere = set().union(*(w.groups | ({w.task.group} if w.task else set())
+                                      for w in self.workers if w is not worker))
+            entry = (next((e for e in due if e[0].group in worker.groups), None)
+                     or next((e for e in due if e[0].group not in elsewhere), None) or due[0])
+            self.queue.remove(entry)
+            worker.give(entry[0])
+
+    def handle(self, worker, message):
+        kind, value = message
+        task = worker.task
+        if kind == 'ready':
+            worker.pid = value
+            self.pids.append(value)
+        elif kind == 'start':  # the bar counted the checkpoint that planning saw; another process may have moved it on
+            self.progress(worker, value - task.done_iters)
+        elif kind == 'progress':
+            self.progress(worker, value)
+        elif kind == 'busy':
+            self.queue.append((task, time.monotonic() + RETRY_S))
+            if task.label not in self.told:
+                self.told.add(task.label)
+                say(self.bar, f"{task.label}: claimed by process {value}, which is training it; waiting for it")
+            worker.task = None
+        elif kind == 'done':
+            self.progress(worker, task.iters - task.done_iters - worker.counted)  # the whole run, whatever was reported
+            worker.groups.add(task.group)
+            self.ended(worker, self.on_done, value)
+        elif kind == 'failed' or (kind == 'interrupted' and task is not None and not self.stops):
+            self.ended(worker, self.on_failed, value)  # (a SIGINT sent to the worker alone fails its run only)
+        elif kind == 'interrupted':
+            if task is not None:
+                self.stopped.append((task, value))
+            worker.task = None
+
+    def progress(self, worker, n):
+        worker.counted += n
+        self.bar.update(n)
+
+    def ended(self, worker, callback, value):
+        task, worker.task = worker.task, None
+        callback(task, value)
+        getattr(self.bar, 'run_ended', lambda: None)()
+
+    def listen(self):
+        """Wait for messages (or a worker's end) for up to RETRY_S, and act on them."""
+        ready = multiprocessing.connection.wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers],
+                                                timeout=RETRY_S)
+        for worker in list(self.workers):
+            if worker.conn not in ready and worker.process.sentinel not in ready:
+                continue
+            try:
+                while worker.conn.poll():
+                    self.handle(worker, worker.conn.recv())
+            except (EOFError, OSError):
+                worker.gone = True
+            if worker.gone or not worker.process.is_alive():
+                self.lost(worker)
+
+    def lost(self, worker):
+        """A worker process ended: its run failed, unless Ctrl-C stopped it; a new worker takes the rest."""
+        self.workers.remove(worker)
+        worker.process.join()
+        code = worker.process.exitcode
+        if worker.pid is None and not self.stops:
+            raise UserError(f"a worker process could not start (exit code {code}; its error is above); "
+                            f"--jobs=1 trains in this process instead")
+        if worker.task is not None and not self.stops:
+            log = last_line(os.path.join(worker.task.run_dir, LOG_FILE))
+            self.ended(worker, self.on_failed, f"its process ended with exit code {code}; its log ends: {log}")
+        if self.queue and not self.stops:
+            self.workers.append(Worker(self.context, self.threads, self.run_fn))
+
+    def finished(self):
+        busy = [w for w in self.workers if w.task is not None or w.pid is None]
+        return not busy if self.stops else not self.queue and not busy
+
+    def close(self):
+        """Tell every worker to end, and wait for it; a stuck one is terminated (its last checkpoint is whole,
+        and a save under way is only a temporary file)."""
+        for worker in self.workers:
+            with contextlib.suppress(OSError):
+                worker.conn.send(None)
+        deadline = time.monotonic() + 60
+        for worker in self.workers:
+            worker.process.join(max(0.1, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.interrupt()
+                worker.process.join(5)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join()
+
+
+def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed):
+    """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is
+    claimed by the worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run
+    goes to on_failed (with its log's last line) and the others go on; a worker that dies is replaced. The
+    first Ctrl-C asks every running run to save and stop, a second one to stop at once; then
+    KeyboardInterrupt is raised, naming the runs stopped. Returns the pids of the workers."""
+    pool = WorkerPool(tasks, run_fn, jobs, threads, bar, on_done, on_failed)
+    # Only the main thread may set a handler; where SIGINT is ignored (a background job), it stays so.
+    in_main = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
+    previous = signal.signal(signal.SIGINT, pool.on_sigint) if in_main else None
+    try:
+        pool.start()  # after the handler: a Ctrl-C while the workers start is theirs to hear, once
+        while not pool.finished():
+            pool.hand_out()
+            bar_running = sum(w.task is not None for w in pool.workers)
+            if getattr(bar, 'running', bar_running) != bar_running:
+                bar.describe(bar_running)
+            pool.listen()
+    except BaseException:
+        for worker in pool.workers:  # the parent failed: every run saves and stops
+            worker.interrupt()
+        raise
+    finally:
+        pool.close()
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    if pool.stops:
+        raise KeyboardInterrupt("; ".join(f"{task.label} {message.split(':')[0]}" for task, message in pool.stopped)
+                                or "stopped")
+    return pool.pids

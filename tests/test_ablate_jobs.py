@@ -1,0 +1,186 @@
+"""ablate.py --jobs: runs side by side in worker processes, each run written by exactly one process (also
+when two commands share an out_dir), the same losses as one run after another, one progress bar, a failed
+run named with its log's last line while the others go on, and Ctrl-C stopping every run with a checkpoint."""
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import ablate
+from conftest import ENV, REPO_ROOT, tiny_train_args
+from lib import grid_runner
+
+GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
+RUNS = [(mode, seed) for mode in ('untied', 'tied') for seed in (1337, 1338)]
+TRAINS = re.compile(r'^ablate\.py: pid (\d+) trains ', re.M)  # the first line a process writes into a run's log
+# What another torch thread count changes, measured: 1 against 2 threads, 300 iterations of this model, 4 runs:
+# every logged loss equal to the 4 decimals metrics.csv keeps, or 1e-4 apart (the weights at most 5e-6 apart).
+# The same thread count in another process: equal.
+THREADS_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the in-process runs, as a worker of --jobs=2 has on a 2-core machine
+    yield
+    torch.set_num_threads(threads)
+
+
+def grid_args(data_dir, out_dir, *extra, **overrides):
+    return tiny_train_args(data_dir, out_dir, **dict(GRID, **overrides)) + list(extra)
+
+
+def trainers(run_dir):
+    """The pids of every process that ever trained the run (each writes one header line into its log)."""
+    with open(os.path.join(run_dir, grid_runner.LOG_FILE)) as f:
+        return [int(pid) for pid in TRAINS.findall(f.read())]
+
+
+def losses(run_dir):
+    with open(os.path.join(run_dir, 'metrics.csv'), newline='') as f:
+        return [(r['iter'], r['step_loss'], r['val_loss']) for r in csv.DictReader(f)]
+
+
+def result(run_dir):
+    with open(os.path.join(run_dir, 'result.json')) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope='module')
+def side_by_side(tiny_data, tmp_path_factory):
+    """untied, tied and shuffle x 2 seeds with --jobs=2, where shuffle seed 1338 cannot write its metrics.csv
+    (a folder of that name is in the way); then untied and tied with --jobs=1 in this process."""
+    root = tmp_path_factory.mktemp('jobs')
+    parallel, serial = str(root / 'parallel'), str(root / 'serial')
+    os.makedirs(os.path.join(parallel, 'shuffle-seed1338', 'metrics.csv'))
+    args = grid_args(tiny_data, parallel, '--modes=untied,tied,shuffle', '--seeds=2', '--jobs=2')
+    with pytest.raises(ablate.RunsFailed) as failed:
+        ablate.ablate(ablate.parse_args(args), args)
+    args = grid_args(tiny_data, serial, '--modes=untied,tied', '--seeds=2', '--jobs=1')
+    done = ablate.ablate(ablate.parse_args(args), args)
+    return parallel, serial, failed.value, done
+
+
+def test_jobs_2_trains_every_run_in_exactly_one_worker_process(side_by_side):
+    parallel, _, failed, _ = side_by_side
+    workers = failed.done['workers']
+    assert len(workers) == 2 and os.getpid() not in workers and failed.done['jobs'] == 2
+    for mode, seed in RUNS + [('shuffle', 1337), ('shuffle', 1338)]:
+        run_dir = os.path.join(parallel, f'{mode}-seed{seed}')
+        (pid,) = trainers(run_dir)  # one process wrote the folder, once
+        assert pid in workers
+        if (mode, seed) != ('shuffle', 1338):  # the run that failed has no result
+            assert result(run_dir)['pid'] == pid
+
+
+def test_jobs_2_gives_the_losses_of_jobs_1(side_by_side):
+    parallel, serial, _, done = side_by_side
+    assert done['trained'] == RUNS and done['workers'] == []  # --jobs=1: in this process
+    for mode, seed in RUNS:
+        a, b = (os.path.join(root, f'{mode}-seed{seed}') for root in (parallel, serial))
+        assert trainers(b) == [os.getpid()]
+        rows_a, rows_b = losses(a), losses(b)
+        assert [r[0] for r in rows_a] == [r[0] for r in rows_b] == [str(i) for i in range(21)]
+        if result(a)['threads'] == result(b)['threads']:  # as on a 2-core machine: the same arithmetic
+            assert rows_a == rows_b
+        for ra, rb in zip(rows_a, rows_b):
+            for x, y in zip(ra[1:], rb[1:]):
+                assert (x == y == '') or abs(float(x) - float(y)) <= THREADS_TOLERANCE + 1e-9
+
+
+def test_a_failed_run_is_named_with_its_logs_last_line_and_the_rest_go_on(side_by_side, tiny_data):
+    parallel, _, failed, _ = side_by_side
+    message = str(failed)
+    log = os.path.join(parallel, 'shuffle-seed1338', grid_runner.LOG_FILE)
+    last = grid_runner.last_line(log)
+    assert last.startswith('error: ') and 'metrics.csv' in last
+    assert message.startswith('1 of 6 runs failed (shuffle seed 1338: ' + last)
+    for mode, seed in RUNS + [('shuffle', 1337)]:
+        assert os.path.exists(os.path.join(parallel, f'{mode}-seed{seed}', 'result.json'))
+    assert not os.path.exists(os.path.join(parallel, 'summary.json'))  # a summary waits for every run
+    # Once the way is clear, the same command trains that run alone and summarises.
+    os.rmdir(os.path.join(parallel, 'shuffle-seed1338', 'metrics.csv'))
+    args = grid_args(tiny_data, parallel, '--modes=untied,tied,shuffle', '--seeds=2', '--jobs=1')
+    done = ablate.ablate(ablate.parse_args(args), args)
+    assert done['trained'] == [('shuffle', 1338)] and len(done['skipped']) == 5
+    assert json.load(open(os.path.join(parallel, 'summary.json')))['seeds'] == [1337, 1338]
+
+
+def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(tiny_data, tmp_path, capsys):
+    out_dir = tmp_path / 'shared'
+    held = str(out_dir / 'untied-seed1337')
+    claim = grid_runner.Claim(held)  # as a second ablate.py command training that run would hold it
+    seen = []
+
+    def other_command():  # lets go once the free run is done and the held one has been tried again
+        deadline = time.time() + 120
+        while not (out_dir / 'tied-seed1337' / 'result.json').exists() and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(2 * grid_runner.RETRY_S)
+        seen.append(sorted(os.listdir(held)))
+        claim.__exit__()
+    releaser = threading.Thread(target=other_command)
+    releaser.start()
+    try:
+        args = grid_args(tiny_data, str(out_dir), '--modes=untied,tied', '--jobs=2', progress='true')
+        done = ablate.ablate(ablate.parse_args(args), args)
+    finally:
+        releaser.join()
+    assert seen == [[grid_runner.CLAIM_FILE]]  # nothing written there while another process held it
+    captured = capsys.readouterr()
+    assert f"untied seed 1337: claimed by process {os.getpid()}, which is training it; waiting for it" in captured.out
+    assert done['trained'] == [('tied', 1337), ('untied', 1337)]
+    (pid,) = trainers(held)
+    assert pid in done['workers'] and result(held)['pid'] == pid
+    # One bar for the grid, never a run's own (train.py's is labelled with the tie mode).
+    bars = [line for line in re.split(r'[\r\n]', captured.err) if '|' in line]
+    assert bars and all(line.startswith('runs ') for line in bars)
+    assert any(line.startswith('runs 2/2') and '40/40' in line for line in bars)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path):
+    proc = subprocess.Popen([sys.executable, 'ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied',
+                                                                     '--jobs=2', max_iters=5000, eval_interval=10)],
+                            cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dirs = [tmp_path / f'{mode}-seed1337' for mode in ('untied', 'tied')]
+    deadline = time.time() + 120
+    while not all((run_dir / 'ckpt.pt').exists() for run_dir in run_dirs):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # to ablate.py alone, as `kill -INT`; a terminal's Ctrl-C reaches it too
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith('ablation interrupted (') and 're-run the same command' in last
+    for run_dir in run_dirs:
+        stopped_at = re.search(r'^interrupted at iteration (\d+): checkpoint saved', open(run_dir / 'train.log').read(),
+                               re.M)
+        assert stopped_at, run_dir
+        ckpt = torch.load(run_dir / 'ckpt.pt', weights_only=True)
+        assert ckpt['iter_num'] == int(stopped_at.group(1)) < 5000  # saved at the moment it stopped
+        assert f"{run_dir.name.replace('-seed', ' seed ')} interrupted at iteration {ckpt['iter_num']}" in last
+        assert not (run_dir / 'result.json').exists()
+        (pid,) = trainers(run_dir)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the worker has ended (and was reaped)
+
+
+def test_jobs_default_is_one_run_per_core_with_one_thread_each():
+    cfg = ablate.parse_args(['config/ablate_char_sigma.py'])  # the README's command, no other flag
+    cores = grid_runner.usable_cores()
+    assert ablate.jobs_and_threads(cfg, 'cpu') == (cores, 1)
+    assert ablate.jobs_and_threads(cfg, 'cuda') == (1, cores)  # a GPU: one run keeps it busy
+    assert ablate.jobs_and_threads(dict(cfg, jobs=1), 'cpu') == (1, cores)
+    with pytest.raises(ablate.UserError, match='--jobs must be 0'):
+        ablate.parse_args(['--jobs=-1'])
