@@ -104,8 +104,10 @@ def test_ddp_two_cpu_processes_end_identical_and_tied(tiny_data, tmp_path):
 def test_a_checkpoint_from_before_gelu_approx_resumes_with_the_exact_gelu(trained, tiny_data, tmp_path):
     ckpt = torch.load(os.path.join(trained[0], 'ckpt.pt'), weights_only=True)
     del ckpt['model_args']['gelu_approx']  # as written before the key existed
+    del ckpt['model_args']['input_grad_scale']  # likewise, before the 2026 remedies
     torch.save(ckpt, tmp_path / 'ckpt.pt')
     assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['gelu_approx'] == 'none'
+    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['input_grad_scale'] == 1.0
     run_training(tiny_data, str(tmp_path), max_iters=152, eval_interval=50, init_from='resume')
     resumed = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert resumed['iter_num'] == 152 and resumed['model_args']['gelu_approx'] == 'none'
