@@ -19,7 +19,7 @@ next token equals the current one only 1/n of the time, as in (*).
 --default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which
 depends on the direction of the tying line (see pytorch_default_init); their JSON objects
 carry init='default-embedding-owns' and so on, every other row init='custom'.
-With --init_from (a GPT-2 name or a transformers folder, see hf_gpt2.py), the question is what
+With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what
 became of the self term after training: on the first --windows windows of --block_size tokens
 of a text file, the loss, the probability the model gives to "the next token is this token"
 (copy_prob) next to how often it really is (repeat_rate), and how far the current token's logit

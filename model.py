@@ -251,7 +251,8 @@ class GPT(nn.Module):
             nn.init.zeros_(self.bert_norm.bias)
             nn.init.zeros_(self.output_bias)
         if cfg.tie_mode == 'pit':  # S = I: the head starts as U and the input as U
-            nn.init.zeros_(self.pit_lower), nn.init.zeros_(self.pit_log_diag)
+            nn.init.zeros_(self.pit_lower)
+            nn.init.zeros_(self.pit_log_diag)
 
         # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual
         # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,

@@ -38,7 +38,7 @@ DEFAULTS = dict(
     dataset='shakespeare_char',     # data/<dataset>/ made by prepare.py
     data_dir='data',
     init_from='scratch',            # 'scratch', 'resume' (from out_dir/ckpt.pt), or pretrained GPT-2: gpt2,
-                                    # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (hf_gpt2.py)
+                                    # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (lib/hf_gpt2.py)
     eval_interval=250,
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
     log_interval=10,
@@ -133,7 +133,6 @@ def get_lr(it, cfg):
 
 
 # ---------------------------------------------------------------- data
-
 
 def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
     """The micro-batches [(x, y), ...] of one optimizer step on device, and the data fingerprint

@@ -12,10 +12,7 @@ from model import GPTConfig, TIE_MODES
 # The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
 # is also its folder's, so no spaces or commas; the table and figure call it row_label(...).
 UNTIE_ROW = 'tied_untie'
-
-
 MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order
-
 
 ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
 
@@ -24,7 +21,7 @@ ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 
-# Keys newer than some finished runs, with the value those runs were made with: plumbing's model keys,
+# Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
 # and untie_at, which runs made before the tied_untie row do not record (none of them untied).
 LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None)
 

@@ -70,8 +70,6 @@ def welch_interval(a, b):
 # The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
                  'grad_spikes', 'loss_spikes', *(key for key, *_ in BUCKET_COLUMNS))
-
-
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1)  # counts; every loss difference gets 3
 
 

@@ -13,12 +13,9 @@ import time
 from contextlib import contextmanager
 
 from lib.command_line import UserError
-from model import TIE_MODES
 
 
 _OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|not enough memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
-
-
 _ASKED = re.compile(r"(?:tried to allocate|unable to allocate) (\d+(?:\.\d+)?)\.? ?(bytes|[KMGTP]i?B)\b", re.I)
 
 
@@ -296,6 +293,7 @@ def flops_per_token(model, seq_len=None):
     weight that takes part in a matmul plus the attention scores and mixing, 12*L*C*T.
     The head matmul counts once: the embedding lookup on the input side is free, so a tied
     matrix costs the same compute as an untied head."""
+    from model import TIE_MODES  # here: prepare.py imports this module and must not wait for torch
     cfg = model.config
     T = seq_len or cfg.block_size
     matmul_weights = sum(p.numel() for name, p in model.blocks.named_parameters()

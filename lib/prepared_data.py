@@ -12,8 +12,6 @@ from lib.machine import out_of_memory_reason
 
 
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
-
-
 GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
 
 

@@ -32,8 +32,6 @@ LEGACY_MODEL_ARGS = dict(gelu_approx='none', input_grad_scale=1.0)
 
 # What a resume (or sample.py) reads from a checkpoint; checkpoint_state writes these and more.
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
-
-
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
                   'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
 

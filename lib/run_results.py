@@ -21,8 +21,6 @@ from lib.probes import linear_cka, random_cka_floor
 # within a factor WINDOW of iteration round(f * max_iters): evaluations happen only every eval_interval,
 # and one batch is noisy. E.g. for 600 iterations: 1 % -> iterations 5-7, 10 % -> 48-75, 100 % -> 480-599.
 FRACTIONS = (0.01, 0.1, 1.0)
-
-
 WINDOW = 1.25
 
 
@@ -70,14 +68,8 @@ def unlearned_copy_iter(rows):
 # loss that stays up for a few steps after one bad update is one spike. The first SPIKE_MIN_HISTORY
 # logged steps are not judged: there is no past to compare them with.
 SPIKE_WINDOW = 100
-
-
 SPIKE_MIN_HISTORY = 10
-
-
 GRAD_SPIKE_FACTOR = 4   # grad_norm > 4 x the median of the previous window
-
-
 LOSS_SPIKE_SIGMAS = 4   # step_loss > median + 4 robust sigmas (1.4826 x the median absolute deviation)
 
 
@@ -147,25 +139,15 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
 # 10 times falls in '10-99'.
 BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
            ('ge1000', 'seen ≥ 1000', 1000, None))
-
-
 BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
 
 
 # The second table: validation loss over the whole split and per bucket (key, header, format), and the tokens in each.
 BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
     [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
-
-
 BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
-
-
 BUCKET_FILE = 'freq_buckets.json'  # in the run's folder: evaluated once, read back by later summaries
-
-
 MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
-
-
 BUCKET_BATCH = 32                  # windows per forward pass
 
 

@@ -102,3 +102,13 @@ def test_no_module_has_a_miscellaneous_name_and_each_says_what_it_holds():
 def test_the_files_a_reader_starts_with_stay_short(path, most):
     with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
         assert len(f.read().splitlines()) <= most
+
+
+def test_prepare_py_starts_without_importing_torch():
+    # machine.py's docstring promises it: prepare.py (and --help) must not wait a second or two for torch.
+    import subprocess
+    import sys
+    code = "import sys, prepare; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == 'False'
