@@ -69,11 +69,13 @@ import torch
 
 import train
 from lib import machine, run_files
-from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, UNTIE_ROW, model_config, recorded_config,
-                               untie_iter)
-from lib.ablation_report import markdown, plot, read_other_summary, summarize, versus_other, write_csv
+from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, SCALED_ROW, UNTIE_ROW, model_config, parse_row,
+                               recorded_config, untie_iter)
+from lib.ablation_figure import plot, plot_gradient_sources
+from lib.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError, parse_modes, run_cli
+from lib.evaluation import recorded_eval_seed
 from lib.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, say, usable_cores
 from lib.machine import pick_device, pick_dtype
 from lib.prepared_data import load_meta
@@ -118,7 +120,9 @@ def parse_args(argv):
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
-    cfg['modes'] = ','.join(parse_modes(cfg['modes'], 'modes', MODES))  # a mode named twice is trained once
+    cfg['modes'] = ','.join(parse_modes(  # a mode named twice is trained once
+        cfg['modes'], 'modes', MODES, accepts=lambda name: parse_row(name) is not None,
+        more=f", or a tie mode with its input gradient scaled by K: MODE{SCALED_ROW}K (e.g. tied{SCALED_ROW}2)"))
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
     if cfg['jobs'] < 0:
@@ -146,12 +150,13 @@ def plan_runs(cfg):
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
     runs = []
     for mode in cfg['modes'].split(','):
-        untie = mode == UNTIE_ROW
+        tie_mode, scale, untie = parse_row(mode)
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
             # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
-            run_cfg = dict(base, tie_mode='tied' if untie else mode, untie_at=cfg['untie_at'] if untie else None,
-                           seed=seed, init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
+            run_cfg = dict(base, tie_mode=tie_mode, untie_at=cfg['untie_at'] if untie else None, seed=seed,
+                           input_grad_scale=cfg['input_grad_scale'] if scale is None else scale,
+                           init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
 
@@ -160,11 +165,15 @@ class RunsFailed(UserError):
     """Some runs failed, each named with its log's last line; the others finished, and no summary was written."""
 
 
-def check_same_config(wanted, saved, where, run_dir):
-    """Refuse to skip or resume a run made with other settings: its results would be mixed with these."""
+def check_same_config(wanted, saved, where, run_dir, finished=False):
+    """Refuse to skip or resume a run made with other settings: its results would be mixed with these.
+    Except, for a finished run, the seed of its evaluation batches: a run made before --eval_seed is
+    summarised with the rest, and the summary says that its best point was scored on other batches."""
     # A key newer than the run (LEGACY_RUN_KEYS) counts with the value the run was made with.
+    if 'seed' in saved:
+        saved = dict(saved, eval_seed=recorded_eval_seed(saved))
     differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k]
-              and not (k == 'vocab_size' and wanted[k] is None)]
+              and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]
     if differ:
         key = differ[0]
         more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""
@@ -202,7 +211,7 @@ def run_state(run_dir, wanted):
     """'finished' (result.json), or the iteration its checkpoint continues from (0: none yet)."""
     result_path, ckpt_path = os.path.join(run_dir, 'result.json'), os.path.join(run_dir, 'ckpt.pt')
     if os.path.exists(result_path):
-        check_same_config(wanted, read_result(result_path)['config'], result_path, run_dir)
+        check_same_config(wanted, read_result(result_path)['config'], result_path, run_dir, finished=True)
         return 'finished'
     if not os.path.exists(ckpt_path):
         return 0
@@ -322,10 +331,12 @@ def ablate(cfg, argv=()):
     atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.json'), (json.dumps(info, indent=1) + '\n').encode())
     figure = os.path.join(cfg['out_dir'], 'loss_curves.png')
     has_figure = plot(figure, curves, info)
+    has_sources = has_figure and plot_gradient_sources(os.path.join(cfg['out_dir'], 'grad_sources.png'), curves, info)
     print(table)
     print(f"{len(done['trained'])} runs trained, {len(done['resumed'])} resumed, {len(done['skipped'])} skipped "
           f"(finished earlier), in {time.time() - started:.0f} s; wrote {cfg['out_dir']}/ablation.csv, "
-          f"summary.md, summary.json" + (", loss_curves.png" if has_figure else ""))
+          f"summary.md, summary.json" + (", loss_curves.png" if has_figure else "")
+          + (", grad_sources.png" if has_sources else ""))
     if not has_figure:
         print("matplotlib is not installed, so there is no loss_curves.png; get it with: pip install matplotlib "
               "and re-run the same command (finished runs are not trained again)")

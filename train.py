@@ -10,8 +10,9 @@ optional config file, then --key=value overrides.
     torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
 
 Writes to out_dir: ckpt.pt (model, optimizer, config, iteration, RNG and data-order state,
-written atomically) and metrics.csv (one row per logged iteration). Ctrl-C saves a final
-checkpoint; a kill at any moment leaves the previous checkpoint whole.
+written atomically), best.pt (the weights at the lowest validation loss so far) and metrics.csv
+(one row per logged iteration). Ctrl-C saves a final checkpoint; a kill at any moment leaves the
+previous checkpoint whole.
 """
 
 import math
@@ -26,7 +27,8 @@ from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import start_from_pretrained
 from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves, flops_per_token,
                          out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
-from lib.probes import GradSources, copy_probe
+from lib.evaluation import estimate_loss
+from lib.probes import GradSources
 from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
                            check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
 from model import GPT, TIE_MODES, GPTConfig
@@ -41,6 +43,7 @@ DEFAULTS = dict(
                                     # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (lib/hf_gpt2.py)
     eval_interval=250,
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
+    eval_seed=11337,                # their generator's seed: one for every --seed, so seeds compare (lib/evaluation.py)
     log_interval=10,
     progress=True,                  # the tqdm bar
     # data
@@ -82,7 +85,6 @@ DEFAULTS = dict(
     seed=1337,
 )
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
-EVAL_SEED_OFFSET = 10_000  # evaluation batches come from their own generator, never the training one
 
 
 def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
@@ -107,6 +109,7 @@ def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
         if not 0 <= cfg[key] < 1:
             raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
     check_seed(cfg['seed'])
+    check_seed(cfg['eval_seed'], 'eval_seed')
     if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
         raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
     if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
@@ -143,31 +146,6 @@ def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
         fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
         batches.append((x.to(device, non_blocking=True), y.to(device, non_blocking=True)))
     return batches, fingerprint
-
-
-@torch.no_grad()
-def estimate_loss(model, splits, cfg, ctx, device):
-    """Mean loss on each split over the same eval_iters batches every time, so curves (and tie
-    modes) are compared on identical data and an evaluation never disturbs the training RNG.
-    On the validation batches also the copy probe (model.copy_probe): copy_prob, repeat_rate and
-    self_margin, from the logits the loss needs anyway."""
-    model.eval()
-    losses, probe = {}, dict(copy_prob=0.0, repeat_rate=0.0, self_margin=0.0)
-    for split, tokens in splits.items():
-        generator = torch.Generator().manual_seed(cfg['seed'] + EVAL_SEED_OFFSET)
-        total = 0.0
-        for _ in range(cfg['eval_iters']):
-            x, y, _ = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
-            x, y = x.to(device), y.to(device)
-            with ctx:
-                logits, loss = model(x, y)
-            total += loss.item()
-            if split == 'val':
-                for key, value in copy_probe(logits, x, y).items():
-                    probe[key] += value / cfg['eval_iters']
-        losses[split] = total / cfg['eval_iters']
-    model.train()
-    return losses, probe
 
 
 # ---------------------------------------------------------------- the model and its optimizer
@@ -352,6 +330,8 @@ def train(cfg, progress=None):
                     bad = [v for v in losses.values() if not math.isfinite(v)]
                     if bad:  # the weights are already broken: never save them
                         raise non_finite_error('evaluation loss', bad[0], iter_num, cfg, dtype, files)
+                    if losses['val'] < best_val_loss:  # the best point so far, kept beside the last (best.pt)
+                        files.save_best(iter_num, raw_model, losses['val'], meta)
                     last, best_val_loss = losses, min(best_val_loss, losses['val'])
                     if iter_num > 0:
                         files.save(iter_num, state)

@@ -12,7 +12,28 @@ from model import GPTConfig, TIE_MODES
 # The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
 # is also its folder's, so no spaces or commas; the table and figure call it row_label(...).
 UNTIE_ROW = 'tied_untie'
-MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order
+MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, besides the scaled rows below
+
+# Rows that scale the input side's gradient (train.py's --input_grad_scale=K, model.ScaleGrad): MODE_igsK, e.g.
+# tied_igs2 is tie_mode=tied with the token lookup's gradient times 2 (claim 12 of the verdict table, Lopardo
+# et al. 2026, arXiv 2603.26663). Every other row trains with the ablation's own --input_grad_scale.
+SCALED_ROW = '_igs'
+
+
+def parse_row(name):
+    """(tie_mode, input_grad_scale or None, unties) of a --modes entry, or None where it names no row."""
+    if name == UNTIE_ROW:
+        return 'tied', None, True
+    if name in TIE_MODES:
+        return name, None, False
+    base, found, scale = name.rpartition(SCALED_ROW)
+    if not found or base not in TIE_MODES:
+        return None
+    try:
+        k = float(scale)
+    except ValueError:
+        return None
+    return (base, k, False) if 0 < k < float('inf') else None
 
 ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
 
@@ -39,7 +60,10 @@ def fraction_text(x):
 
 def row_label(mode, untie_at):
     """The name a reader sees in the table and the figure."""
-    return f"tied, untied at {fraction_text(untie_at)}" if mode == UNTIE_ROW else mode
+    if mode == UNTIE_ROW:
+        return f"tied, untied at {fraction_text(untie_at)}"
+    tie_mode, scale, _ = parse_row(mode)
+    return mode if scale is None else f"{tie_mode}, input grad ×{scale:g}"
 
 
 def model_config(run_cfg, vocab_size):

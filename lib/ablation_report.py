@@ -12,8 +12,9 @@ import statistics
 from lib.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
-from lib.run_results import (ALIGNMENT_COLUMNS, BUCKET_COLUMNS, BUCKET_TOKENS, FRACTIONS, GRAD_SPIKE_FACTOR,
-                             LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
+from lib.evaluation import recorded_eval_seed
+from lib.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
+                             EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
                              alignment_numbers, bucket_numbers, number, read_metrics, read_result, run_numbers)
 
 
@@ -69,8 +70,8 @@ def welch_interval(a, b):
 # when its 95 % interval excludes zero.
 # The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
-                 'grad_spikes', 'loss_spikes', *(key for key, *_ in BUCKET_COLUMNS))
-DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1)  # counts; every loss difference gets 3
+                 'grad_spikes', 'loss_spikes', 'grad_ratio_early', *(key for key, *_ in BUCKET_COLUMNS + BEST_BUCKET_COLUMNS))
+DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3
 
 
 def differences(cells, base):
@@ -144,6 +145,7 @@ COLUMNS = [  # (key, header, format)
     ('best_val_iter', 'at iteration', '{:.0f}'),
     ('gap_at_end', 'val - train at end', '{:+.3f}'),
     ('grad_spikes', 'grad_norm spikes', '{:.1f}'),
+    ('grad_ratio_early', 'grad_out / grad_in, first 20 %', '{:.2f}'),
     ('loss_spikes', 'loss spikes', '{:.1f}'),
     ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
     ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
@@ -171,13 +173,16 @@ def summarize(cfg, runs, vocab_size, argv):
         rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
         numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
         numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg))
+        numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg, best=True))
+        numbers['eval_seed'] = recorded_eval_seed(result['config'])
         numbers.update(alignment_numbers(run_cfg['out_dir'], None if mode == 'untied' else untied_dirs.get(seed)))
         per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
         table[mode] = {}
-        for key in [key for key, _, _ in COLUMNS + BUCKET_COLUMNS + ALIGNMENT_COLUMNS] + BUCKET_TOKENS:
+        for key in ([key for key, _, _ in COLUMNS + BUCKET_COLUMNS + BEST_BUCKET_COLUMNS + ALIGNMENT_COLUMNS]
+                    + BUCKET_TOKENS + BEST_BUCKET_TOKENS):
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
         # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
@@ -192,6 +197,7 @@ def summarize(cfg, runs, vocab_size, argv):
     repeat_rates = [r['repeat_rate'] for seed_rows in curves.values() for rows in seed_rows for r in rows
                     if r['repeat_rate'] is not None]
     modes = list(per_mode)
+    every_run = [n for seed_numbers in per_mode.values() for n in seed_numbers]
     info = dict(
         command='python ablate.py ' + shlex.join(argv),
         machine=machine_line(),
@@ -212,6 +218,10 @@ def summarize(cfg, runs, vocab_size, argv):
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
                  f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and over "
                  f"all of them (whole split)"),
+        # Seed-independent evaluation: one eval_seed for every run, and best.pt scored on the whole split. Runs
+        # made before either existed are summarised all the same; these say what they lack.
+        eval_seeds=sorted({n['eval_seed'] for n in every_run}),
+        runs_without_best=sum(n['best_val_loss_all'] is None for n in every_run),
     )
     return csv_rows, info, curves
 
@@ -299,6 +309,9 @@ def markdown(info):
         if versus:
             lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
             lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+    if info.get('runs_without_best') is not None:
+        lines += best_point_lines(info, versus)
+    lines += gradient_source_lines(info)
     aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
     if aligned:
         lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
@@ -346,6 +359,47 @@ def markdown(info):
     return '\n'.join(lines)
 
 
+def best_point_lines(info, versus):
+    """The best point (best.pt: the weights at each run's lowest validation loss) scored on the whole split, by
+    bucket, and against untied; then what the evaluation shared across runs, and what older runs lack."""
+    lines = []
+    if any(cells['best_val_loss_all']['mean'] is not None for cells in info['modes'].values()):
+        tokens = next(iter(info['modes'].values()))
+        lines += ["", "At the best point: each run's best.pt (its weights at the evaluation with the lowest validation "
+                      "loss) scored like the final checkpoint above, on the whole validation split, by bucket:", ""]
+        lines += table_lines(info, [f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
+                                    for (_, header, _), count in zip(BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS)],
+                             info['modes'], lambda cells, i: fmt(cells[BEST_BUCKET_COLUMNS[i][0]],
+                                                                 BEST_BUCKET_COLUMNS[i][2], BEST_BUCKET_COLUMNS[i][0]))
+        if versus:
+            lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
+            lines += versus_table(info, [(key, header) for key, header, _ in BEST_BUCKET_COLUMNS], versus)
+    eval_seeds = info['eval_seeds']
+    lines += ["", (f"Every run was evaluated on the same fixed batches (eval_seed {eval_seeds[0]}), whatever its "
+                   f"seed and mode." if len(eval_seeds) == 1 else
+                   f"The runs were evaluated on batches of {len(eval_seeds)} different seeds ({', '.join(map(str, eval_seeds))}): "
+                   f"runs made before --eval_seed drew them from their own seed, so their best points (best val loss, "
+                   f"at iteration) are each scored on other tokens.")
+              + (f" {info['runs_without_best']} run(s) have no best.pt (made before it was kept): '–' in the best-"
+                 f"point table." if info['runs_without_best'] else "")]
+    return lines
+
+
+def gradient_source_lines(info):
+    """Claim 11: grad_out / grad_in over the first EARLY_FRACTION of training, mean and range over seeds."""
+    probed = {mode: [v for v in cells['grad_ratio_early']['per_seed'] if v is not None]
+              for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells}
+    probed = {mode: values for mode, values in probed.items() if values}
+    if not probed:
+        return []
+    lines = ["", f"Where the gradient of the token matrix comes from in the first {100 * EARLY_FRACTION:g} % of "
+                 "training: the norm of its output-side part over that of its input-side part, summed over the "
+                 "logged steps (untied: the head's gradient over the embedding's), mean [lowest, highest seed]:", ""]
+    lines += [f"- {info['labels'][mode]}: {statistics.fmean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+              for mode, values in probed.items()]
+    return lines
+
+
 def head_minus_embedding(cells):
     """Claim 10's number for one mode: is its matrix closer to untied's head than to its embedding?"""
     diffs = [h - e for h, e in zip(cells['cka_head']['per_seed'], cells['cka_emb']['per_seed'])
@@ -363,150 +417,3 @@ def write_csv(path, rows):
             writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
             writer.writeheader()
             writer.writerows(rows)
-
-
-def smooth_log(values, factor=1.15):
-    """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
-    the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-    out = []
-    for i in range(len(values)):
-        lo, hi = int(i / factor), min(len(values) - 1, int(i * factor))
-        out.append((prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo))
-    return out
-
-
-def seed_curve(seed_rows, key):
-    """(iterations, mean, lowest, highest) over the seeds of one metric, at the iterations every seed logged it."""
-    by_iter = {}
-    for rows in seed_rows:
-        for r in rows:
-            if r[key] is not None:
-                by_iter.setdefault(r['iter'], []).append(r[key])
-    iters = sorted(i for i, v in by_iter.items() if len(v) == len(seed_rows))
-    return (iters, [statistics.fmean(by_iter[i]) for i in iters], [min(by_iter[i]) for i in iters],
-            [max(by_iter[i]) for i in iters])
-
-
-def spread_band(ax, x, low, high, color, seeds):
-    """The seeds' range around a mean curve: the spread the differences in the table must stand out from."""
-    if seeds > 1:
-        ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
-
-
-def line_style(mode):
-    """Dashed for the untie row: until the untie it is the tied run, step for step, and would hide it."""
-    return (0, (4, 2)) if mode == UNTIE_ROW else '-'
-
-
-def plot_copy(ax, curves, info, colors):
-    """Right panel: copy_prob at the evaluations, on a log axis, since a tied start near 1 and the others'
-    near 1/n are orders of magnitude apart; the text's repeat rate (dashed) is where a model that copies
-    only as often as the text repeats ends up."""
-    drawn = []
-    for k, (mode, seed_rows) in enumerate(curves.items()):
-        iters, copy, low, high = seed_curve(seed_rows, 'copy_prob')
-        if iters:
-            spread_band(ax, iters, low, high, colors[k % len(colors)], len(seed_rows))
-            ax.plot(iters, copy, color=colors[k % len(colors)], marker='o', markersize=3.5, linewidth=1.0,
-                    linestyle=line_style(mode), label=info['labels'][mode])
-            drawn += copy
-    ax.set_xlabel('iteration')
-    if not drawn:  # every run predates the copy probe: say so rather than draw empty axes
-        ax.text(0.5, 0.5, "no copy_prob in these runs' metrics.csv\n(trained before the copy probe)",
-                ha='center', va='center', transform=ax.transAxes, color='gray')
-        ax.set_title('copy probe', fontsize=9)
-        return
-    ax.set_yscale('log')
-    references = [(1 / info['vocab_size'], ':', '1/n')]
-    if info['repeat_rate']:  # 0 on a log axis is nowhere: leave it out
-        references.append((info['repeat_rate'], '--', 'repeat rate of the text'))
-    for value, style, text in references:
-        # The label starts with '_', which keeps it out of a legend; it names the line for a reader of the figure.
-        ax.axhline(value, color='gray', linestyle=style, linewidth=1, label='_' + text)
-        ax.text(0.99, value, text, va='bottom', ha='right', color='gray', fontsize=8,
-                transform=ax.get_yaxis_transform())
-    if info['untie_iter'] is not None:
-        color = colors[list(curves).index(UNTIE_ROW) % len(colors)]
-        ax.axvline(info['untie_iter'], color=color, linestyle=':', linewidth=1)
-    ax.set_ylabel('copy_prob: p(next token = current token)')
-    ax.set_title('copying, on the validation batches' +
-                 (f" (dotted: the untie at iteration {info['untie_iter']})" if info['untie_iter'] is not None else ''),
-                 fontsize=9)
-
-
-def plot(path, curves, info):
-    """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
-    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded.
-    Returns False, without a figure, where matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    log_n = math.log(info['vocab_size'])
-    # Saved at 90 dpi rather than 100: about 1500 x 430 pixels, and a file a sixth larger than the two panels made.
-    fig, (ax_all, ax_end, ax_copy) = plt.subplots(1, 3, figsize=(16.5, 4.8))
-    colors = plt.get_cmap('tab10').colors
-    max_iters = info['max_iters']
-    starts, lows, ends = {}, [], {}
-    for k, (mode, seed_rows) in enumerate(curves.items()):
-        color = colors[k % len(colors)]
-        iters, step, _, _ = seed_curve(seed_rows, 'step_loss')
-        smoothed = smooth_log(step)
-        val_iters, val, val_low, val_high = seed_curve(seed_rows, 'val_loss')
-        x = [i + 1 for i in iters]
-        for ax in (ax_all, ax_end):
-            spread_band(ax, [i + 1 for i in val_iters], val_low, val_high, color, len(seed_rows))
-            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
-            ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
-                    linestyle=line_style(mode), label=info['labels'][mode])
-        starts[mode] = smoothed[0]
-        lows.append(min(smoothed + val))
-        ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
-                     [v for i, v in zip(val_iters, val) if i >= max_iters // 2]
-    # Left: the whole run on a log axis, so the first hundred steps are visible. The top is set by the
-    # typical start, so one mode starting far above the others does not squash the rest.
-    low = min(lows)
-    top = max(log_n, statistics.median(starts.values()))
-    top += 0.12 * (top - low)
-    clipped = [f"{m} {v:.2f}" for m, v in starts.items() if v > top]
-    ax_all.set_xscale('log')
-    ax_all.set_ylim(low - 0.05 * (top - low), top)
-    ax_all.axhline(log_n, color='gray', linestyle=':', linewidth=1)
-    ax_all.text(0.99, log_n, 'log n', va='bottom', ha='right', color='gray', fontsize=8,
-                transform=ax_all.get_yaxis_transform())
-    ax_all.set_xlabel('iteration + 1 (log scale)')
-    ax_all.set_ylabel('loss (nats/token)')
-    ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''),
-                     fontsize=9)
-    # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
-    # the typical spread (more than that spread again above the median top) is left off scale and named.
-    ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)
-    lo_end = min(min(v) for v in ends.values())
-    typical = statistics.median(max(v) for v in ends.values())
-    hi_end = max(max(v) for v in ends.values() if min(v) <= typical + max(typical - lo_end, 0.05))
-    pad = 0.08 * (hi_end - lo_end or 0.1)
-    ax_end.set_ylim(lo_end - pad, hi_end + pad)
-    far = [f"{m} {v[-1]:.2f}" for m, v in ends.items() if min(v) > hi_end + pad]
-    ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
-    ax_end.set_xlabel('iteration + 1')
-    ax_end.legend(fontsize=8, ncol=2)
-    plot_copy(ax_copy, curves, info, colors)
-    for ax in (ax_all, ax_end, ax_copy):
-        ax.grid(True, which='both', alpha=0.25)
-    cfg = info['config']
-    seeds = len(info['seeds'])
-    fig.suptitle(f"{info['dataset']}: {cfg['n_layer']}L x {cfg['n_embd']}, {max_iters} iterations, "
-                 f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
-                 f"emb_scale={str(cfg['emb_scale']).lower()}; "
-                 f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
-                 f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=90, format='png')
-    plt.close(fig)
-    return True

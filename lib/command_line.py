@@ -134,11 +134,11 @@ def _print_help(defaults, choices):
         print(line)
 
 
-def check_seed(seed):
+def check_seed(seed, key='seed'):
     """torch takes seeds from -2**63 to 2**64 - 1 (a larger one is a ValueError deep in a generator); train.py
     adds small offsets to its seed, so below 2**63 leaves room."""
     if not -2 ** 63 <= seed < 2 ** 63:
-        raise UserError(f"--seed must be an integer from -2**63 to 2**63 - 1, got {seed}")
+        raise UserError(f"--{key} must be an integer from -2**63 to 2**63 - 1, got {seed}")
 
 
 def parse_config(defaults, argv, choices=None):
@@ -176,12 +176,13 @@ def parse_config(defaults, argv, choices=None):
     return config
 
 
-def parse_modes(text, key, allowed):
+def parse_modes(text, key, allowed, accepts=lambda name: False, more=''):
     """A comma-separated list of tie modes such as --modes=tied,shuffle, in order, each mode once;
-    an empty list or a mode outside allowed (model.TIE_MODES) raises UserError listing them."""
+    an empty list or a mode outside allowed (model.TIE_MODES) that accepts() does not take either
+    raises UserError listing them (and more, the words for what accepts() takes)."""
     names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-    unknown = [name for name in names if name not in allowed]
+    unknown = [name for name in names if name not in allowed and not accepts(name)]
     if unknown or not names:
         raise UserError(f"--{key} has {', '.join(map(repr, unknown)) or 'no modes'}; "
-                        f"choose from: {', '.join(allowed)} (comma separated)")
+                        f"choose from: {', '.join(allowed)}{more} (comma separated)")
     return names

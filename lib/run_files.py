@@ -103,6 +103,34 @@ def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_ge
     }
 
 
+# Beside ckpt.pt: the weights of the evaluation with the lowest validation loss, without the optimizer
+# (a third of the size). model_from_checkpoint builds its model like a checkpoint's.
+BEST_FILE = 'best.pt'
+
+
+def best_state(raw_model, iter_num, val_loss, meta):
+    return {
+        'model': raw_model.state_dict(),
+        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
+        'iter_num': iter_num,
+        'val_loss': val_loss,                      # on the eval_iters fixed batches
+        'meta': meta,
+        'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,
+    }
+
+
+def load_best(path):
+    """The model of a best.pt (on the CPU), and the file's contents; a damaged file is a UserError."""
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+        for key, value in LEGACY_MODEL_ARGS.items():
+            saved['model_args'].setdefault(key, value)
+    except Exception as e:
+        raise UserError(f"{path} is unreadable, truncated or corrupted ({type(e).__name__}); delete it, or train "
+                        f"the run again to have the best point") from None
+    return model_from_checkpoint(saved, path), saved
+
+
 def model_from_checkpoint(ckpt, path):
     """The trained model of a checkpoint (on the CPU; .to() it), tied or untied as it was saved.
     Settings that the weights (or this model.py) do not fit, from an edited checkpoint or another
@@ -134,6 +162,7 @@ class RunFiles:
     def __init__(self, out_dir, writes=True):
         self.out_dir, self.writes = out_dir, writes
         self.ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+        self.best_path = os.path.join(out_dir, BEST_FILE)
         self.metrics_path = os.path.join(out_dir, 'metrics.csv')
         self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
         self._file = self._writer = None
@@ -156,7 +185,7 @@ class RunFiles:
             os.remove(probe)
         except OSError as e:
             raise UserError(f"cannot write to --out_dir={self.out_dir}: {e.strerror}; choose a writable folder") from None
-        for path in (self.ckpt_path, self.metrics_path):  # partial files of runs killed while saving
+        for path in (self.ckpt_path, self.best_path, self.metrics_path):  # partial files of runs killed while saving
             remove_stale_temps(path)
 
     def save(self, iter_num, state):
@@ -170,6 +199,18 @@ class RunFiles:
                             f"{e.strerror or e}; {self.kept()}. Free some space (or choose another --out_dir), "
                             f"then continue with --init_from=resume") from None
         self.saved_iter = iter_num
+
+    def save_best(self, iter_num, raw_model, val_loss, meta):
+        """Keep the weights of the best evaluation so far in best.pt (atomically, like the checkpoint), so that
+        "at the best point" can be scored later on the whole validation split (lib/run_results.py)."""
+        if not self.writes:
+            return
+        try:
+            atomic_torch_save(best_state(raw_model, iter_num, val_loss, meta), self.best_path)
+        except OSError as e:
+            raise UserError(f"cannot save the best weights of iteration {iter_num} to {self.best_path}: "
+                            f"{e.strerror or e}; {self.kept()}. Free some space (or choose another --out_dir), "
+                            f"then continue with --init_from=resume") from None
 
     def open_metrics(self, resume_from=None):
         """Start metrics.csv with the first row logged (after the first training step). On resume,

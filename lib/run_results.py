@@ -22,6 +22,7 @@ from lib.probes import linear_cka, random_cka_floor
 # and one batch is noisy. E.g. for 600 iterations: 1 % -> iterations 5-7, 10 % -> 48-75, 100 % -> 480-599.
 FRACTIONS = (0.01, 0.1, 1.0)
 WINDOW = 1.25
+EARLY_FRACTION = 0.2  # "early in training" for the gradient-source ratio
 
 
 def read_result(path):
@@ -124,6 +125,11 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     steps = sorted(rows, key=lambda r: r['iter'])
     numbers['grad_spikes'] = count_spikes([r['grad_norm'] for r in steps], grad_spike)
     numbers['loss_spikes'] = count_spikes([r['step_loss'] for r in steps], loss_spike)
+    # Claim 11 (Lopardo et al. 2026): which end feeds the shared matrix early on? The norms of its gradient's
+    # output and input parts (lib/probes.GradSources; for untied, the head's and the embedding's), summed over
+    # the logged steps of the first EARLY_FRACTION of training, as one ratio.
+    early = [r for r in steps if r['iter'] < EARLY_FRACTION * max_iters and r['grad_in'] and r['grad_out'] is not None]
+    numbers['grad_ratio_early'] = sum(r['grad_out'] for r in early) / sum(r['grad_in'] for r in early) if early else None
     probed = [r for r in rows if r['copy_prob'] is not None]  # the evaluations, in a run newer than the probe
     numbers['init_copy_prob'] = next((r['copy_prob'] for r in probed if r['iter'] == 0), None)
     numbers['unlearned_copy_iter'] = unlearned_copy_iter(rows)
@@ -147,6 +153,10 @@ BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
     [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
 BUCKET_TOKENS = ['tokens_all'] + [f'tokens_{key}' for key, *_ in BUCKETS]
 BUCKET_FILE = 'freq_buckets.json'  # in the run's folder: evaluated once, read back by later summaries
+BEST_BUCKET_FILE = 'freq_buckets_best.json'  # the same for best.pt
+# The same columns for best.pt: "at the best point", scored on the whole split rather than eval_iters batches.
+BEST_BUCKET_COLUMNS = [('best_' + key, header, spec) for key, header, spec in BUCKET_COLUMNS]
+BEST_BUCKET_TOKENS = ['best_' + key for key in BUCKET_TOKENS]
 MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
 BUCKET_BATCH = 32                  # windows per forward pass
 
@@ -193,17 +203,19 @@ def loss_by_frequency(model, val, bucket, block_size, device):
     return sums.tolist(), counts.tolist()
 
 
-def bucket_numbers(run_dir, data, cfg):
-    """The run's validation loss per bucket (None where a bucket is empty) and its token counts: from
-    BUCKET_FILE when it describes the checkpoint there now, else by evaluating that checkpoint (float32,
-    on cfg's device) and writing BUCKET_FILE. A run without a checkpoint gets None everywhere."""
-    ckpt_path = os.path.join(run_dir, 'ckpt.pt')
+def bucket_numbers(run_dir, data, cfg, best=False):
+    """The run's validation loss per bucket (None where a bucket is empty) and its token counts, for its final
+    checkpoint, or with best=True for best.pt (the weights at its lowest validation loss; keys prefixed
+    'best_'): from the cache file when it describes that file there now, else by evaluating it (float32, on
+    cfg's device) and writing the cache. A run without that file (best.pt: made before it was kept) gets None."""
+    prefix = 'best_' if best else ''
+    ckpt_path = os.path.join(run_dir, run_files.BEST_FILE if best else 'ckpt.pt')
     if not os.path.exists(ckpt_path):
-        return dict.fromkeys([key for key, *_ in BUCKET_COLUMNS] + BUCKET_TOKENS)
+        return {prefix + key: None for key in [key for key, *_ in BUCKET_COLUMNS] + BUCKET_TOKENS}
     stat = os.stat(ckpt_path)
     made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
                      max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
-    path = os.path.join(run_dir, BUCKET_FILE)
+    path = os.path.join(run_dir, BEST_BUCKET_FILE if best else BUCKET_FILE)
     try:
         with open(path, encoding='utf-8') as f:
             saved = json.load(f)
@@ -216,14 +228,18 @@ def bucket_numbers(run_dir, data, cfg):
     if saved is None:
         val, bucket, _ = data.get()
         device = pick_device(cfg['device'])
-        model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path).to(device)
+        if best:
+            model, _ = run_files.load_best(ckpt_path)
+        else:
+            model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)
+        model = model.to(device)
         sums, counts = loss_by_frequency(model, val, bucket, model.config.block_size, device)
         atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, loss_sums=sums, tokens=counts)) + '\n').encode())
-    # The buckets pooled: the final checkpoint's loss over the whole split, far less noisy than eval_iters batches.
-    numbers = dict(val_loss_all=sum(sums) / sum(counts), tokens_all=sum(counts))
+    # The buckets pooled: the loss over the whole split, far less noisy than eval_iters batches.
+    numbers = {prefix + 'val_loss_all': sum(sums) / sum(counts), prefix + 'tokens_all': sum(counts)}
     for (key, *_), total, count in zip(BUCKETS, sums, counts):
-        numbers[f'val_loss_{key}'] = total / count if count else None
-        numbers[f'tokens_{key}'] = count
+        numbers[f'{prefix}val_loss_{key}'] = total / count if count else None
+        numbers[f'{prefix}tokens_{key}'] = count
     return numbers
 
 
