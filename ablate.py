@@ -49,9 +49,16 @@ Writes to out_dir:
     summary.json      the same numbers, per seed and as mean and std over seeds
     <mode>-seed<seed>/train.log   what the run printed (its first line names the process that trained it)
     <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint,
-                      made by the first summary that needs it and reused while the checkpoint is unchanged
+                      made by the first summary that needs it and reused while the checkpoint is unchanged;
+                      freq_buckets_best.json the same for its best.pt (the weights at its lowest val loss)
     loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
                       against the text's own repeat rate (needs matplotlib)
+    grad_sources.png  grad_out / grad_in over training, every mode: which end feeds the token matrix
+
+Rows besides the tie modes: tied_untie (above), and MODE_igsK, a tie mode with its token lookup's
+gradient scaled by K (train.py --input_grad_scale=K), e.g. --modes=untied,tied,tied_igs2,tied_igs4.
+Every run is evaluated on the same fixed batches, whatever its seed (train.py --eval_seed), and the
+summary scores each run's best.pt on the whole validation split: "at the best point" compares seeds.
 
 "Unlearned copy by" is the first evaluated iteration at which copy_prob (the probability the model
 gives to "the next token is this token") is below twice repeat_rate (how often the validation text
