@@ -330,7 +330,8 @@ def train(cfg, progress=None):
                     bad = [v for v in losses.values() if not math.isfinite(v)]
                     if bad:  # the weights are already broken: never save them
                         raise non_finite_error('evaluation loss', bad[0], iter_num, cfg, dtype, files)
-                    if losses['val'] < best_val_loss:  # the best point so far, kept beside the last (best.pt)
+                    # The best point so far, kept beside the last (best.pt); not the resumed iteration's, saved before.
+                    if 0 < iter_num != files.saved_iter and losses['val'] < best_val_loss:
                         files.save_best(iter_num, raw_model, losses['val'], meta)
                     last, best_val_loss = losses, min(best_val_loss, losses['val'])
                     if iter_num > 0:

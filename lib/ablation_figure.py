@@ -195,8 +195,9 @@ def plot_gradient_sources(path, curves, info):
     ax.axvline(EARLY_FRACTION * info['max_iters'], color='gray', linestyle=':', linewidth=1)
     ax.set_xlabel('iteration + 1 (log scale)')
     ax.set_ylabel('|output-side gradient| / |input-side gradient|')
-    ax.set_title(f"where the token matrix's gradient comes from ({info['dataset']}; untied: head over embedding); "
-                 f"dotted: the first {100 * EARLY_FRACTION:g} %", fontsize=9)
+    ax.set_title(f"where the token matrix's gradient comes from ({info['dataset']}, mean of {len(info['seeds'])} "
+                 f"seed(s), range shaded)\nuntied: head over embedding; dotted: the end of the first "
+                 f"{100 * EARLY_FRACTION:g} %", fontsize=9)
     ax.grid(True, which='both', alpha=0.25)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()

@@ -82,11 +82,18 @@ def differences(cells, base):
             and (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
-def versus_untied(table):
-    """{mode: {key: (difference, low, high)}} against the untied row, where there is one."""
-    if 'untied' not in table:
+def versus_untied(table, base='untied'):
+    """{mode: {key: (difference, low, high)}} against the base row (untied), where there is one."""
+    if base not in table:
         return {}
-    return {mode: differences(cells, table['untied']) for mode, cells in table.items() if mode != 'untied'}
+    return {mode: differences(cells, table[base]) for mode, cells in table.items() if mode != base}
+
+
+# The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
+# it changes from untied. Shown where the grid has tied and some row other than untied.
+VERSUS_TIED = (('grad_ratio_early', 'grad_out / grad_in, first 20 %'), ('grad_spikes', 'grad_norm spikes'),
+               ('loss_spikes', 'loss spikes'), ('final_val_loss', 'val loss at end'),
+               ('val_loss_all', 'whole split, end'), ('best_val_loss_all', 'whole split, best point'))
 
 
 def read_other_summary(out_dir):
@@ -145,8 +152,8 @@ COLUMNS = [  # (key, header, format)
     ('best_val_iter', 'at iteration', '{:.0f}'),
     ('gap_at_end', 'val - train at end', '{:+.3f}'),
     ('grad_spikes', 'grad_norm spikes', '{:.1f}'),
-    ('grad_ratio_early', 'grad_out / grad_in, first 20 %', '{:.2f}'),
     ('loss_spikes', 'loss spikes', '{:.1f}'),
+    ('grad_ratio_early', 'grad_out / grad_in, first 20 %', '{:.2f}'),
     ('init_copy_prob', 'copy_prob at start', '{:.3g}'),
     ('unlearned_copy_iter', 'unlearned copy by', '{:.0f}'),
     ('final_copy_prob', 'copy_prob at end', '{:.3g}'),
@@ -213,6 +220,7 @@ def summarize(cfg, runs, vocab_size, argv):
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
         versus_untied=versus_untied(table),
+        versus_tied={mode: diffs for mode, diffs in versus_untied(table, 'tied').items() if mode != 'untied'},
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
@@ -309,6 +317,10 @@ def markdown(info):
         if versus:
             lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
             lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+    if info.get('versus_tied'):
+        lines += ["", "Difference from tied (mode minus tied, mean over seeds, [95 % interval by Welch's t]; **bold** "
+                      "where the interval excludes zero):", ""]
+        lines += versus_table(info, list(VERSUS_TIED), info['versus_tied'])
     if info.get('runs_without_best') is not None:
         lines += best_point_lines(info, versus)
     lines += gradient_source_lines(info)
@@ -396,8 +408,16 @@ def gradient_source_lines(info):
                  "training: the norm of its output-side part over that of its input-side part, summed over the "
                  "logged steps (untied: the head's gradient over the embedding's), mean [lowest, highest seed]:", ""]
     lines += [f"- {info['labels'][mode]}: {statistics.fmean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+              + (f"; 95 % interval of the mean by Student's t: {mean_interval(values)}" if len(values) > 1 else "")
               for mode, values in probed.items()]
     return lines
+
+
+def mean_interval(values):
+    """'[low, high]': the 95 % confidence interval of the mean of values by Student's t."""
+    mean, std = mean_std(values)
+    half = t_975(len(values) - 1) * std / math.sqrt(len(values))
+    return f"[{mean - half:.2f}, {mean + half:.2f}]"
 
 
 def head_minus_embedding(cells):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ablate
-from lib import ablation_grid, ablation_report, run_results
+from lib import ablation_figure, ablation_grid, ablation_report, run_results
 import train
 from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
 from model import TIE_MODES
@@ -210,7 +210,7 @@ def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monke
                         lambda fig, *a, **k: (figures.append(fig), savefig(fig, *a, **k)))
     cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
     _, info, curves = ablation_report.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
-    assert ablation_report.plot(str(tmp_path / 'curves.png'), curves, info)
+    assert ablation_figure.plot(str(tmp_path / 'curves.png'), curves, info)
     (fig,) = figures
     assert len(fig.axes) == 3
     ax = fig.axes[2]

@@ -149,6 +149,11 @@ def test_the_input_gradient_scale_turns_the_ratio_and_the_figure_shows_it(grid):
     if done['figure'] is not None:
         with open(os.path.join(out_dir, 'grad_sources.png'), 'rb') as f:
             assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    # Claim 12's table: the scaled row against tied, seed set against seed set.
+    diff, low, high = done['info']['versus_tied']['tied_igs4']['grad_ratio_early']
+    assert diff == pytest.approx(sum(ratios['tied_igs4']) / 2 - sum(ratios['tied']) / 2) and low <= diff <= high
+    assert 'untied' not in done['info']['versus_tied']
+    assert 'Difference from tied (mode minus tied' in open(os.path.join(out_dir, 'summary.md')).read()
     lines = ablation_report.gradient_source_lines(done['info'])
     assert any(line.startswith('- tied, input grad ×4: ') for line in lines)
 

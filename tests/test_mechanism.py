@@ -51,7 +51,7 @@ def test_at_init_a_tied_model_copies_and_a_shuffled_one_does_not(tiny_data, tmp_
     # the same fixed validation batches, so the same real repeat rate, and it is what the data says
     assert tied['repeat_rate'] == shuffle['repeat_rate']
     splits, _ = prepared_data.load_splits(dict(train.DEFAULTS, data_dir=tiny_data, dataset='tiny', **PROBE_SHAPE))
-    generator = torch.Generator().manual_seed(train.DEFAULTS['seed'] + train.EVAL_SEED_OFFSET)
+    generator = torch.Generator().manual_seed(train.DEFAULTS['eval_seed'])
     rates = []
     for _ in range(PROBE_SHAPE['eval_iters']):
         x, y, _ = prepared_data.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)

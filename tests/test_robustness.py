@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import prepared_data
+from lib import prepared_data, run_files
 import prepare
 import train
 from lib.command_line import UserError
@@ -453,8 +453,10 @@ def kill_chain(start_run, kills, data_dir, out_dir, seed):
         assert status == -signal.SIGKILL, open(log).read()
         # Only the victim's own partial files may be left: a start removes those of earlier victims.
         left = temp_files(out_dir)
-        assert set(left) <= {f'.ckpt.pt.tmp-{pid}', f'.metrics.csv.tmp-{pid}'}, left
+        assert set(left) <= {f'.ckpt.pt.tmp-{pid}', f'.best.pt.tmp-{pid}', f'.metrics.csv.tmp-{pid}'}, left
         ckpt = load_and_build(ckpt_path)
+        if os.path.exists(os.path.join(out_dir, run_files.BEST_FILE)):  # best.pt is replaced whole too
+            run_files.load_best(os.path.join(out_dir, run_files.BEST_FILE))
         assert ckpt['iter_num'] >= last_iter  # a resume never goes back
         last_iter = ckpt['iter_num']
         mid_save.append(f'.ckpt.pt.tmp-{pid}' in left)
@@ -515,8 +517,9 @@ def limit_file_size(limit):
 
 
 @pytest.mark.parametrize('full_at, message', [
-    # The next checkpoint (~200 kB) no longer fits, metrics.csv still does.
-    ('checkpoint', 'error: cannot save the checkpoint of iteration 15 to {ckpt}: File too large; the checkpoint of '
+    # The next checkpoint (~200 kB) no longer fits, metrics.csv still does; iteration 15's validation loss is
+    # the best yet, and best.pt (written first) is the first file that does not fit.
+    ('checkpoint', 'error: cannot save the best weights of iteration 15 to {best}: File too large; the checkpoint of '
                    'iteration 10 in {ckpt} is kept. Free some space (or choose another --out_dir), then continue '
                    'with --init_from=resume'),
     # Not even the next row of metrics.csv fits.
@@ -534,7 +537,8 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
     result = run('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, eval_interval=5),
                  '--init_from=resume', preexec_fn=limit_file_size(limit))
     assert_one_line_error(result)
-    assert result.stderr.strip() == message.format(ckpt=ckpt_path, out=out_dir)
+    assert result.stderr.strip() == message.format(ckpt=ckpt_path, out=out_dir,
+                                                   best=os.path.join(out_dir, run_files.BEST_FILE))
     assert load_and_build(ckpt_path)['iter_num'] == 10
     assert temp_files(out_dir) == []
 
