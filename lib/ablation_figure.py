@@ -21,6 +21,14 @@ def pyplot():
     return plt
 
 
+def save(plt, fig, path):
+    """Write fig as a PNG at path whole (a temporary file, then a rename), and free it."""
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=90, format='png')
+    plt.close(fig)
+
+
 def smooth_log(values, factor=1.15):
     """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
     the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
@@ -158,10 +166,7 @@ def plot(path, curves, info):
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
                  f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
                  f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=90, format='png')
-    plt.close(fig)
+    save(plt, fig, path)
     return True
 
 
@@ -200,8 +205,5 @@ def plot_gradient_sources(path, curves, info):
                  f"{100 * EARLY_FRACTION:g} %", fontsize=9)
     ax.grid(True, which='both', alpha=0.25)
     ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=90, format='png')
-    plt.close(fig)
+    save(plt, fig, path)
     return True

@@ -82,8 +82,8 @@ def differences(cells, base):
             and (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
-def versus_untied(table, base='untied'):
-    """{mode: {key: (difference, low, high)}} against the base row (untied), where there is one."""
+def versus_row(table, base):
+    """{mode: {key: (difference, low, high)}} against the base row (untied, tied), where there is one."""
     if base not in table:
         return {}
     return {mode: differences(cells, table[base]) for mode, cells in table.items() if mode != base}
@@ -219,8 +219,8 @@ def summarize(cfg, runs, vocab_size, argv):
         unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
-        versus_untied=versus_untied(table),
-        versus_tied={mode: diffs for mode, diffs in versus_untied(table, 'tied').items() if mode != 'untied'},
+        versus_untied=versus_row(table, 'untied'),
+        versus_tied={mode: diffs for mode, diffs in versus_row(table, 'tied').items() if mode != 'untied'},
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
@@ -408,27 +408,26 @@ def gradient_source_lines(info):
                  "training: the norm of its output-side part over that of its input-side part, summed over the "
                  "logged steps (untied: the head's gradient over the embedding's), mean [lowest, highest seed]:", ""]
     lines += [f"- {info['labels'][mode]}: {statistics.fmean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-              + (f"; 95 % interval of the mean by Student's t: {mean_interval(values)}" if len(values) > 1 else "")
+              + ("; 95 % interval of the mean by Student's t: [{1:.2f}, {2:.2f}]".format(*mean_interval(values))
+                 if len(values) > 1 else "")
               for mode, values in probed.items()]
     return lines
 
 
 def mean_interval(values):
-    """'[low, high]': the 95 % confidence interval of the mean of values by Student's t."""
+    """(mean, low, high): the 95 % confidence interval of the mean of two or more values by Student's t."""
     mean, std = mean_std(values)
     half = t_975(len(values) - 1) * std / math.sqrt(len(values))
-    return f"[{mean - half:.2f}, {mean + half:.2f}]"
+    return mean, mean - half, mean + half
 
 
 def head_minus_embedding(cells):
     """Claim 10's number for one mode: is its matrix closer to untied's head than to its embedding?"""
     diffs = [h - e for h, e in zip(cells['cka_head']['per_seed'], cells['cka_emb']['per_seed'])
              if h is not None and e is not None]
-    mean, std = mean_std(diffs)
     if len(diffs) < 2:
-        return f"{mean:+.3f} (one seed)"
-    half = t_975(len(diffs) - 1) * std / math.sqrt(len(diffs))
-    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+        return f"{diffs[0]:+.3f} (one seed)"
+    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*mean_interval(diffs))
 
 
 def write_csv(path, rows):

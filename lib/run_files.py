@@ -87,20 +87,28 @@ def check_same_vocabulary(saved, meta, path, data_dir):
                     f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
 
 
-def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
+def model_state(raw_model, meta):
+    """What any saved model needs to be built again (model_from_checkpoint): its weights and settings, the
+    tokenizer, and whether --untie_at has split the shared matrix. ckpt.pt and best.pt both start from it."""
     return {
         'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
-        'optimizer': optimizer.state_dict(),
         'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
-        'config': dict(cfg),
-        'iter_num': iter_num,
-        'best_val_loss': best_val_loss,
-        'rng': {'torch': torch.get_rng_state(), 'data': data_generator.get_state(),
-                'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-        'data_fingerprint': fingerprint,
         'meta': meta,                              # the tokenizer, so sample.py needs no data folder
         'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has run
     }
+
+
+def checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator, fingerprint, meta):
+    return dict(
+        model_state(raw_model, meta),
+        optimizer=optimizer.state_dict(),
+        config=dict(cfg),
+        iter_num=iter_num,
+        best_val_loss=best_val_loss,
+        rng={'torch': torch.get_rng_state(), 'data': data_generator.get_state(),
+             'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        data_fingerprint=fingerprint,
+    )
 
 
 # Beside ckpt.pt: the weights of the evaluation with the lowest validation loss, without the optimizer
@@ -109,14 +117,8 @@ BEST_FILE = 'best.pt'
 
 
 def best_state(raw_model, iter_num, val_loss, meta):
-    return {
-        'model': raw_model.state_dict(),
-        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
-        'iter_num': iter_num,
-        'val_loss': val_loss,                      # on the eval_iters fixed batches
-        'meta': meta,
-        'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,
-    }
+    return dict(model_state(raw_model, meta), iter_num=iter_num,
+                val_loss=val_loss)                 # on the eval_iters fixed batches
 
 
 def load_best(path):

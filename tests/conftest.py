@@ -67,6 +67,17 @@ def tiny_corpus(n_lines=600, seed=0):
     return "\n".join(rng.choice(_LINES) for _ in range(n_lines)) + "\n"
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's in-process training runs, as each worker of ablate.py's --jobs has on a
+    2-core machine; tiny models gain nothing from a second thread (test_ablate.py: 100 s with 2, 17 s with 1)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
     """A prepared char-level dataset named 'tiny'; returns its data_dir (the folder holding tiny/)."""

@@ -25,18 +25,11 @@ UNTIE_ITER = round(2 / 3 * 20)  # the tied_untie row of run_ablation's 20 iterat
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    # Tiny models gain nothing from a second thread, and on a shared 2-core machine torch's threads
-    # wait on each other: these tests took 100 s with 2 threads and 17 s with 1.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
 
 
 def ablation_args(data_dir, out_dir, *extra, **overrides):
-    # --jobs=1: in this process, with one_thread's single thread (test_ablate_jobs.py runs the workers)
+    # --jobs=1: in this process, with one_torch_thread's single thread (test_ablate_jobs.py runs the workers)
     args = tiny_train_args(data_dir, out_dir, **dict(dict(max_iters=20, eval_interval=10, log_interval=1), **overrides))
     return args + ['--jobs=1'] + list(extra)
 

@@ -28,12 +28,7 @@ TRAINS = re.compile(r'^ablate\.py: pid (\d+) trains ', re.M)  # the first line a
 THREADS_TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the in-process runs, as a worker of --jobs=2 has on a 2-core machine
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
 
 
 def grid_args(data_dir, out_dir, *extra, **overrides):

@@ -21,12 +21,7 @@ from lib.prepared_data import load_splits
 from model import GPT, GPTConfig
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
 
 
 def run_ablation(data_dir, out_dir, *extra, **overrides):
