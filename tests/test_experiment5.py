@@ -57,20 +57,25 @@ def test_a_bad_eval_seed_is_one_line():
 
 
 def test_best_pt_holds_the_weights_of_the_lowest_validation_loss(tiny_data, tmp_path):
-    # A learning rate high enough that the validation loss rises again: the best point is not the last.
-    args = tiny_train_args(tiny_data, str(tmp_path), max_iters=60, eval_interval=5, learning_rate=0.05,
-                           warmup_iters=0, decay_lr=False)
-    cfg = train.parse_train_args(args)
+    # 40 ordinary iterations, then a resume with a learning rate far too high: the validation loss rises, so
+    # the best point is not the last, on any CPU's arithmetic, and best.pt must survive the resume untouched.
+    args = tiny_train_args(tiny_data, str(tmp_path), max_iters=40, eval_interval=5)
+    train.train(train.parse_train_args(args))
+    best_path = str(tmp_path / run_files.BEST_FILE)
+    before = open(best_path, 'rb').read()
+    cfg = train.parse_train_args(args + ['--init_from=resume', '--max_iters=60', '--learning_rate=0.3',
+                                         '--decay_lr=false'])
     summary = train.train(cfg)
     evals = [r for r in read_csv(tmp_path / 'metrics.csv') if r['val_loss']]
     best_row = min(evals, key=lambda r: float(r['val_loss']))
-    model, saved = run_files.load_best(str(tmp_path / run_files.BEST_FILE))
+    assert int(best_row['iter']) <= 40 and float(evals[-1]['val_loss']) > float(best_row['val_loss'])
+    assert open(best_path, 'rb').read() == before
+    model, saved = run_files.load_best(best_path)
     assert saved['iter_num'] == int(best_row['iter'])
     assert saved['val_loss'] == pytest.approx(summary['best_val_loss'])
     splits, _ = load_splits(cfg)
     losses, _ = estimate_loss(model, splits, cfg, nullcontext(), 'cpu')
     assert f"{losses['val']:.4f}" == best_row['val_loss']    # the very weights that scored it
-    assert int(best_row['iter']) < 60 and float(evals[-1]['val_loss']) > float(best_row['val_loss'])
 
 
 def test_scaled_rows_parse_train_and_are_labelled():
