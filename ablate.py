@@ -49,8 +49,9 @@ Writes to out_dir:
     summary.json      the same numbers, per seed and as mean and std over seeds
     <mode>-seed<seed>/train.log   what the run printed (its first line names the process that trained it)
     <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint,
-                      made by the first summary that needs it and reused while the checkpoint is unchanged;
-                      freq_buckets_best.json the same for its best.pt (the weights at its lowest val loss)
+                      made by its worker as the run ends (side by side, like the training) and reused while
+                      the checkpoint is unchanged; freq_buckets_best.json the same for its best.pt (the
+                      weights at its lowest val loss)
     loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
                       against the text's own repeat rate (needs matplotlib)
     grad_sources.png  grad_out / grad_in over training, every mode: which end feeds the token matrix

@@ -5,6 +5,8 @@
 #   bash docs/measure_grid.sh compile    # the same grid compiled (cold, then warm on-disk cache) against eager
 #   bash docs/measure_grid.sh avx2       # compile with torch capped at AVX2: does any loss go NaN?
 #   bash docs/measure_grid.sh exp3 [N]   # experiment 3's config on a sub-grid of N iterations: --jobs=1 vs default
+#   bash docs/measure_grid.sh exp3-full  # experiment 3's config as the README runs it (the default --jobs), 50 runs
+#   bash docs/measure_grid.sh compile-long  # compile against eager at experiment 3's length: 2 modes x 2 seeds x 2000
 # Wall times go to stdout and to $OUT/times.txt; every out dir lands under $OUT (default out-measure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +70,15 @@ exp3)
     timed "exp3-$ITERS-jobs1" $SUB --jobs=1
     timed "exp3-$ITERS-default" $SUB
     max_diff "$OUT/exp3-$ITERS-jobs1" "$OUT/exp3-$ITERS-default" | tee -a "$OUT/times.txt" ;;
+exp3-full)
+    timed exp3-full config/ablate_char_sigma.py --progress=false ;;
+compile-long)
+    export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
+    LONG="config/ablate_char_sigma.py --modes=untied,tied --seeds=2 --progress=false"
+    timed long-eager $LONG --compile=false
+    timed long-compile-cold $LONG --compile=true
+    timed long-compile-warm $LONG --compile=true
+    max_diff "$OUT/long-eager" "$OUT/long-compile-warm" | tee -a "$OUT/times.txt" ;;
 *)
-    sed -n '2,8p' "$0"; exit 2 ;;
+    sed -n '2,10p' "$0"; exit 2 ;;
 esac
