@@ -253,7 +253,7 @@ def train_run(payload, progress):
                   summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
     atomic_write_bytes(os.path.join(run_cfg['out_dir'], 'result.json'), (json.dumps(result, indent=1) + '\n').encode())
     # The summary scores every run's ckpt.pt and best.pt on the whole validation split, two float32 forward
-    # passes over it: 5.2 s a run of the default model on one thread of a 2-core EPYC, 4 minutes for a 45-run
+    # passes over it: 5.2 s a run of the default model on one thread of a 2-core EPYC, 4 minutes for a 50-run
     # grid if the summary made them one after another. Made here, they run side by side like the training,
     # and the summary reads them back from the run's cache files.
     data = BucketData(run_cfg)

@@ -17,7 +17,7 @@ import torch
 
 import ablate
 from conftest import ENV, REPO_ROOT, tiny_train_args
-from lib import grid_runner, run_files, run_results
+from lib import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
 RUNS = [(mode, seed) for mode in ('untied', 'tied') for seed in (1337, 1338)]
@@ -121,15 +121,14 @@ def test_each_worker_scores_its_runs_on_the_whole_split_so_the_summary_evaluates
     assert sorted(done['trained']) == [('tied', 1337), ('untied', 1337)]
     monkeypatch.undo()
     summary = json.load(open(tmp_path / 'summary.json'))
-    data = run_results.BucketData(ablate.parse_args(args)).get()
+    cfg = ablate.parse_args(args)
     for mode in ('untied', 'tied'):
-        run_dir = tmp_path / f'{mode}-seed1337'
-        for key, model in (('val_loss_all', run_files.model_from_checkpoint(
-                                run_files.load_checkpoint(str(run_dir / 'ckpt.pt'), 'cpu'), str(run_dir / 'ckpt.pt'))),
-                           ('best_val_loss_all', run_files.load_best(str(run_dir / run_files.BEST_FILE))[0])):
-            sums, counts = run_results.loss_by_frequency(model, data[0], data[1], model.config.block_size, 'cpu')
-            # scored here again, with this process's threads: the same loss to rounding
-            assert summary['modes'][mode][key]['per_seed'] == [pytest.approx(sum(sums) / sum(counts), abs=1e-6)]
+        run_dir = str(tmp_path / f'{mode}-seed1337')
+        for best, cache in ((False, run_results.BUCKET_FILE), (True, run_results.BEST_BUCKET_FILE)):
+            os.remove(os.path.join(run_dir, cache))  # scored here again, with this process's threads
+            again = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg, best=best)
+            key = 'best_val_loss_all' if best else 'val_loss_all'
+            assert summary['modes'][mode][key]['per_seed'] == [pytest.approx(again[key], abs=1e-6)]
 
 
 def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(tiny_data, tmp_path, capsys):
