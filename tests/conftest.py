@@ -108,6 +108,15 @@ def tiny_train_args(data_dir, out_dir, **overrides):
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
 
+def sigint_as_a_terminal_sends_it():
+    """preexec_fn for a child that a test will Ctrl-C: SIGINT back to its default. A shell without job
+    control (a background job, `nohup ... &`, many CI runners) starts its children with SIGINT ignored, and
+    Python, like train.py and ablate.py after it, leaves an ignored SIGINT ignored: the test's Ctrl-C would
+    then do nothing and the child would run to its end."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(script, *args, env=ENV, **kwargs):
     return subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=300, **kwargs)

@@ -99,7 +99,6 @@ def test_all_modes_saw_the_same_batches(every_mode):
 
 
 def test_the_figure_is_a_png(every_mode):
-    pytest.importorskip('matplotlib')
     out_dir, _ = every_mode
     with open(os.path.join(out_dir, 'loss_curves.png'), 'rb') as f:
         data = f.read()
@@ -195,7 +194,6 @@ def test_unlearned_copy_iter_is_the_first_evaluation_below_twice_the_repeat_rate
 
 
 def test_the_figure_has_a_copy_prob_panel(every_mode, tiny_data, tmp_path, monkeypatch):
-    pytest.importorskip('matplotlib')
     import matplotlib.figure
     out_dir, done = every_mode
     figures, savefig = [], matplotlib.figure.Figure.savefig

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import ablate
-from conftest import ENV, REPO_ROOT, tiny_train_args
+from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args
 from lib import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
@@ -167,7 +167,8 @@ def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(tiny_da
 def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path):
     proc = subprocess.Popen([sys.executable, 'ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied',
                                                                      '--jobs=2', max_iters=5000, eval_interval=10)],
-                            cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_a_terminal_sends_it)
     run_dirs = [tmp_path / f'{mode}-seed1337' for mode in ('untied', 'tied')]
     deadline = time.time() + 120
     while not all((run_dir / 'ckpt.pt').exists() for run_dir in run_dirs):

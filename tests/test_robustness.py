@@ -26,7 +26,7 @@ from lib import prepared_data, run_files
 import prepare
 import train
 from lib.command_line import UserError
-from conftest import ENV, REPO_ROOT, assert_one_line_error, run, tiny_corpus, tiny_train_args
+from conftest import ENV, REPO_ROOT, assert_one_line_error, run, sigint_as_a_terminal_sends_it, tiny_corpus, tiny_train_args
 from model import GPT, GPTConfig
 
 def start(script, *args, **kwargs):
@@ -60,12 +60,11 @@ def wait_for(condition, process=None, timeout=120):
 @pytest.fixture
 def spawn():
     """start(), and every process it started is killed after the test, should the test fail
-    midway. SIGINT is restored to its default: a shell without job control starts background
-    jobs with SIGINT ignored, and train.py, like Python itself, then leaves it ignored."""
+    midway. SIGINT is restored to its default (conftest.sigint_as_a_terminal_sends_it)."""
     started = []
 
     def spawn(script, *args):
-        process = start(script, *args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        process = start(script, *args, preexec_fn=sigint_as_a_terminal_sends_it)
         started.append(process)
         return process
     yield spawn
