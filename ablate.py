@@ -77,8 +77,8 @@ import torch
 
 import train
 from lib import machine, run_files
-from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, SCALED_ROW, UNTIE_ROW, model_config, parse_row,
-                               recorded_config, untie_iter)
+from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
+                               parse_row, recorded_config, untie_iter)
 from lib.ablation_figure import plot, plot_gradient_sources
 from lib.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes
@@ -130,7 +130,9 @@ def parse_args(argv):
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
     cfg['modes'] = ','.join(parse_modes(  # a mode named twice is trained once
         cfg['modes'], 'modes', MODES, accepts=lambda name: parse_row(name) is not None,
-        more=f", or a tie mode with its input gradient scaled by K: MODE{SCALED_ROW}K (e.g. tied{SCALED_ROW}2)"))
+        more=f", each optionally with settings of its own: {ROW_FORMS} (e.g. tied_igs2, untied_e10_h0.3)"))
+    for name in cfg['modes'].split(','):
+        check_row(name)
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
     if cfg['jobs'] < 0:
@@ -153,17 +155,26 @@ def parse_args(argv):
     return cfg
 
 
+def row_rate(multiple, cfg, key):
+    """A row's own rate (_eX, _hY) is a multiple of the ablation's learning_rate; without one, the ablation's key."""
+    return cfg[key] if multiple is None else multiple * cfg['learning_rate']
+
+
 def plan_runs(cfg):
     """(mode, seed, run_cfg) for every run, in training order: the train.py config of each run."""
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
     runs = []
     for mode in cfg['modes'].split(','):
-        tie_mode, scale, untie = parse_row(mode)
+        row = parse_row(mode)
+        has_head = row.tie_mode == 'untied' or row.unties  # a head rate (the ablation's --head_lr) is for these only
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
             # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
-            run_cfg = dict(base, tie_mode=tie_mode, untie_at=cfg['untie_at'] if untie else None, seed=seed,
-                           input_grad_scale=cfg['input_grad_scale'] if scale is None else scale,
+            run_cfg = dict(base, tie_mode=row.tie_mode, untie_at=cfg['untie_at'] if row.unties else None, seed=seed,
+                           input_grad_scale=cfg['input_grad_scale'] if row.input_grad_scale is None
+                           else row.input_grad_scale,
+                           embed_lr=row_rate(row.embed_mult, cfg, 'embed_lr'),
+                           head_lr=row_rate(row.head_mult, cfg, 'head_lr') if has_head else None,
                            init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
@@ -180,7 +191,8 @@ def check_same_config(wanted, saved, where, run_dir, finished=False):
     # A key newer than the run (LEGACY_RUN_KEYS) counts with the value the run was made with.
     if 'seed' in saved:
         saved = dict(saved, eval_seed=recorded_eval_seed(saved))
-    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k]
+    unused = MUON_KEYS if wanted.get('optimizer') == 'adamw' else ()  # what an AdamW run never reads
+    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k] and k not in unused
               and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]
     if differ:
         key = differ[0]

@@ -3,7 +3,7 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
 
     python bench.py                                  # the default train.py recipe
     python bench.py config/train_shakespeare_char.py --device=cuda
-    python bench.py --compare                        # fp32 vs bf16, every tie mode (and eager vs compile on a GPU)
+    python bench.py --compare                        # fp32 vs bf16, every tie mode, AdamW vs Muon (and eager vs compile on a GPU)
     python bench.py --compare --compare_compile=true # with the rows that compile first, on a CPU too
 
 Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
@@ -31,6 +31,7 @@ from lib import machine
 import train
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.hf_gpt2 import pretrained_args
+from lib.optimizers import build_optimizer
 from lib.prepared_data import get_batch, load_meta
 from lib.run_files import MODEL_KEYS, load_checkpoint
 from lib.probes import GradSources
@@ -110,9 +111,7 @@ class Setting:
         torch.manual_seed(cfg['seed'])
         self.raw_model = GPT(config).to(device)
         self.model = torch.compile(self.raw_model) if self.compiled else self.raw_model
-        self.optimizer = self.raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                                             (cfg['beta1'], cfg['beta2']), device.split(':')[0],
-                                                             fused=fused_adamw)
+        self.optimizer = build_optimizer(self.raw_model, cfg, device.split(':')[0], fused=fused_adamw)
         self.scaler = torch.amp.GradScaler(device.split(':')[0], enabled=self.dtype == 'float16')
         self.ctx = autocast_context(device, self.dtype)
         self.generator = torch.Generator().manual_seed(cfg['seed'])
@@ -222,7 +221,8 @@ def run_bench(cfg):
     def label(row_cfg):
         compiled = 'compile' if pick_compile(row_cfg['compile'], device) else 'eager'
         probe = ' + grad probe' if row_cfg['grad_probe'] else ''
-        return f"{row_cfg['tie_mode']}{probe} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
+        muon = ' + muon' if row_cfg['optimizer'] == 'muon' else ''
+        return f"{row_cfg['tie_mode']}{muon}{probe} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
 
     # (name, settings, fused AdamW: None = as train.py chooses)
     settings = [(label(cfg), cfg, None)]
@@ -247,6 +247,9 @@ def run_bench(cfg):
                 if label(row_cfg) != label(cfg):
                     settings.append((label(row_cfg), row_cfg, None))
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
+        # the other optimizer: Muon for the blocks' matrices (its Newton-Schulz iterations), or AdamW alone
+        other = 'adamw' if cfg['optimizer'] == 'muon' else 'muon'
+        settings.append((label(dict(cfg, optimizer=other)), dict(cfg, optimizer=other), None))
         # train.py's logged step: the same step with the probe of where the shared gradient comes from
         settings.append((label(dict(cfg, grad_probe=not cfg['grad_probe'])), dict(cfg, grad_probe=not cfg['grad_probe']),
                          None))

@@ -378,20 +378,30 @@ class GPT(nn.Module):
     def num_params(self):  # the shared matrix counted once: parameters() yields a shared tensor once
         return sum(p.numel() for p in self.parameters())
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None):
-        """AdamW with weight decay on matrices only (embeddings and linear weights), not on biases
-        and norm gains. The shared matrix appears once, in the decayed group; pit's U and L are not
-        decayed (the retraction would undo it on U, and shrinking L would make S singular)."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        exempt = [self.token_embedding_table.weight, self.pit_lower] if self.config.tie_mode == 'pit' else []
-        decayed = [p for p in params if p.dim() >= 2 and all(p is not q for q in exempt)]
-        groups = [{'params': decayed, 'weight_decay': weight_decay},
-                  {'params': [p for p in params if all(p is not q for q in decayed)], 'weight_decay': 0.0}]
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
+        """[AdamW], or [AdamW, Muon] when muon (a function that makes a torch.optim.Muon of a list of matrices,
+        lib/optimizers.py) is given. Decay on matrices only, not on biases and norm gains. The groups are named
+        for their roles so that each end of the model can have its own rate: 'embed' (the token table, which
+        is the shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices',
+        'gains'. pit's U and L are not decayed (the retraction would undo it on U; shrinking L makes S singular)."""
+        table, head = self.token_embedding_table.weight, self.lm_head.weight
+        # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
+        # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
+        # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
+        hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
+        rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden])]
+        undecayed = [self.pit_lower] if self.config.tie_mode == 'pit' else []
+        decayed = [p for p in rest if p.dim() >= 2 and all(p is not q for q in undecayed)]
+        groups = [dict(params=[table], weight_decay=0.0 if undecayed else weight_decay, role='embed'),
+                  dict(params=[] if self.is_tied else [head], weight_decay=weight_decay, role='head'),
+                  dict(params=decayed, weight_decay=weight_decay, role='matrices'),
+                  dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
         if fused is None:
             # One kernel for all tensors instead of a Python loop of ~10 small ops per tensor:
             # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
             fused = device_type in ('cpu', 'cuda', 'mps')
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+        adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+        return [adamw, muon([dict(params=hidden, role='muon')])] if muon else [adamw]
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):

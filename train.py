@@ -28,6 +28,8 @@ from lib.hf_gpt2 import start_from_pretrained
 from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves, flops_per_token,
                          out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
 from lib.evaluation import estimate_loss
+from lib.optimizers import (OPTIMIZERS, build_optimizer, check_head_lr, check_optimizer_args,
+                            check_same_optimizer, set_rates, untie_head)
 from lib.probes import GradSources
 from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
                            check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
@@ -66,8 +68,14 @@ DEFAULTS = dict(
     input_grad_scale=1.0,           # k: the token lookup's gradient times k (Lopardo et al. 2026; model.ScaleGrad)
     untie_at=None,                  # a fraction of max_iters, e.g. 0.667: tied until then, untied after
                                     # (tie_mode tied or small_init; the GPT-2 speed-run record unties at 2/3)
-    # AdamW and the learning-rate schedule: linear warmup, then cosine decay to min_lr
-    learning_rate=1e-3,
+    # the optimizer and the learning-rate schedule: linear warmup, then cosine decay to min_lr
+    optimizer='adamw',              # adamw; or muon: torch's Muon for the blocks' matrices, AdamW for the rest
+                                    # (model.GPT.configure_optimizers, lib/optimizers.py)
+    learning_rate=1e-3,             # AdamW's peak rate; every other rate follows its schedule, as a fraction of it
+    embed_lr=None,                  # the token table's peak rate (the shared matrix's, when tied); None: learning_rate
+    head_lr=None,                   # an untied head's peak rate; None: learning_rate (after --untie_at: embed_lr)
+    muon_lr=8e-3,                   # Muon's peak rate, in AdamW's units (match_rms_adamw); chosen by a sweep (docs/training.md)
+    muon_momentum=0.95,             # Muon's momentum (Nesterov)
     max_iters=2000,
     weight_decay=0.1,
     beta1=0.9,
@@ -84,7 +92,7 @@ DEFAULTS = dict(
     compile='auto',                 # auto: on for CUDA, off elsewhere
     seed=1337,
 )
-CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'))
+CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'), optimizer=OPTIMIZERS)
 
 
 def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
@@ -108,6 +116,7 @@ def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
     for key in ('beta1', 'beta2'):  # AdamW's moment decays
         if not 0 <= cfg[key] < 1:
             raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
+    check_optimizer_args(cfg)
     check_seed(cfg['seed'])
     check_seed(cfg['eval_seed'], 'eval_seed')
     if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
@@ -159,7 +168,7 @@ def make_model_config(cfg):
 
 
 def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
-    """The model, its AdamW, the training-data generator and (iter_num, best_val_loss, fingerprint):
+    """The model, its optimizer (lib/optimizers.Optimizers), the training-data generator and (iter_num, best_val_loss, fingerprint):
     fresh from the seed (or GPT-2's weights), or exactly as the checkpoint left them."""
     torch.manual_seed(cfg['seed'])
     with out_of_memory_is_user_error(f"building the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, "
@@ -168,8 +177,7 @@ def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
         model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
         if ckpt is not None and ckpt.get('head_untied'):  # saved after --untie_at: two matrices to load
             model.untie()
-        optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                               (cfg['beta1'], cfg['beta2']), device.split(':')[0])
+        optimizer = build_optimizer(model, cfg, device.split(':')[0])
     # Training batches have their own generator: every tie mode sees the same data order for a seed,
     # whatever its initialisation consumed from the global RNG. Ranks draw different batches.
     data_generator = torch.Generator().manual_seed(cfg['seed'] + rank)
@@ -177,7 +185,7 @@ def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
         return model, optimizer, data_generator, (0, float('inf'), 0)
     try:
         model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
-        optimizer.load_state_dict(ckpt['optimizer'])
+        optimizer.load_state_dict(ckpt['optimizer'], model)
     except (RuntimeError, ValueError, KeyError) as e:
         if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
             raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {ckpt_path} onto {device}; "
@@ -209,11 +217,11 @@ def compile_failure(e):
 def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False,
                   grad_sources=None, after_step=None):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward,
-    backward, clip, AdamW. Returns the last micro-batch's loss, the gradient norm before clipping
+    backward, clip, the optimizer's step. Returns the last micro-batch's loss, the gradient norm before clipping
     (None where neither clipping nor measure_norm asked for it), as tensors (no host sync), and
     (grad_in, grad_out) from the probe grad_sources if one is given (lib/probes.GradSources).
     With check_finite, a non-finite loss raises NonFiniteLoss before the step, so no NaN reaches
-    the weights. after_step runs after AdamW (pit's retraction). bench.py times this function."""
+    the weights. after_step runs after the step (pit's retraction). bench.py times this function."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
     with grad_sources or nullcontext():
         for i, (x, y) in enumerate(batches):
@@ -236,17 +244,6 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
     if after_step is not None:
         after_step()
     return loss, grad_norm, sources
-
-
-def untie_head(raw_model, optimizer):
-    """--untie_at: the head gets its own copy of the shared matrix (model.untie), and its AdamW state
-    a copy of the shared matrix's (both moments and the step), so neither the logits nor the size of
-    the next update jump. The copy joins the decayed group, where an untied model keeps its head."""
-    shared = raw_model.token_embedding_table.weight
-    head = raw_model.untie()
-    optimizer.param_groups[0]['params'].append(head)
-    if shared in optimizer.state:
-        optimizer.state[head] = {key: value.clone() for key, value in optimizer.state[shared].items()}
 
 
 def wrap(raw_model, use_compile, proc):
@@ -283,11 +280,13 @@ def train(cfg, progress=None):
             ckpt = load_checkpoint(files.ckpt_path, device)
             check_resume_compatible(ckpt, cfg, DEFAULTS, files.ckpt_path)
             check_same_vocabulary(ckpt['meta'], meta, files.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+            check_same_optimizer(ckpt.get('config', {}), cfg, files.ckpt_path)
         pretrained = None
         if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
             pretrained = start_from_pretrained(cfg, DEFAULTS, meta)
         check_vocab_size(cfg, meta)
         check_untie_at(cfg)
+        check_head_lr(cfg)
         check_memory(make_model_config(cfg), cfg, device, dtype)
         files.prepare()
 
@@ -317,8 +316,7 @@ def train(cfg, progress=None):
         with files, ctrl_c_saves(proc, files) as interrupted, out_of_memory, (nullcontext() if progress else bar):
             while True:
                 lr = get_lr(iter_num, cfg)
-                for group in optimizer.param_groups:
-                    group['lr'] = lr
+                set_rates(optimizer, cfg, lr)  # each group its own peak (--embed_lr, ...), one schedule
 
                 # evaluate on the fixed batches, then save a checkpoint
                 row = {}

@@ -2,7 +2,9 @@
 config of each run, and which settings must match for a finished run to be reused."""
 
 import json
+import re
 from fractions import Fraction
+from typing import NamedTuple
 
 from lib import run_files
 from lib.command_line import UserError
@@ -14,26 +16,52 @@ from model import GPTConfig, TIE_MODES
 UNTIE_ROW = 'tied_untie'
 MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, besides the scaled rows below
 
-# Rows that scale the input side's gradient (train.py's --input_grad_scale=K, model.ScaleGrad): MODE_igsK, e.g.
-# tied_igs2 is tie_mode=tied with the token lookup's gradient times 2 (claim 12 of the verdict table, Lopardo
-# et al. 2026, arXiv 2603.26663). Every other row trains with the ablation's own --input_grad_scale.
+# A row may add, after its mode, settings of its own (each at most once, in any order):
+#   _igsK  the token lookup's gradient times K (train.py --input_grad_scale=K, model.ScaleGrad; claim 12,
+#          Lopardo et al. 2026, arXiv 2603.26663), e.g. tied_igs2
+#   _eX    the token table's rate (the shared matrix's when tied) X times --learning_rate (train.py --embed_lr)
+#   _hY    an untied head's rate Y times --learning_rate (train.py --head_lr): untied and tied_untie rows only
+# e.g. untied_e10_h0.3, tied_e3, tied_untie_e3. A setting a row does not name is the ablation's own, so one
+# ablate command sweeps rates with the same seeds and data order in every cell.
 SCALED_ROW = '_igs'
+ROW_SETTINGS = {'igs': 'input_grad_scale', 'e': 'embed_mult', 'h': 'head_mult'}
+_ROW_SETTING = re.compile(r'_(igs|e|h)([0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)')
+ROW_FORMS = f"MODE{SCALED_ROW}K (input gradient times K), MODE_eX (embed rate X x learning_rate), MODE_hY (head rate)"
+
+
+class Row(NamedTuple):
+    tie_mode: str
+    input_grad_scale: float = None   # None: the ablation's --input_grad_scale
+    unties: bool = False             # the tied_untie row
+    embed_mult: float = None         # None: the ablation's --embed_lr
+    head_mult: float = None          # None: the ablation's --head_lr
 
 
 def parse_row(name):
-    """(tie_mode, input_grad_scale or None, unties) of a --modes entry, or None where it names no row."""
-    if name == UNTIE_ROW:
-        return 'tied', None, True
-    if name in TIE_MODES:
-        return name, None, False
-    base, found, scale = name.rpartition(SCALED_ROW)
-    if not found or base not in TIE_MODES:
-        return None
-    try:
-        k = float(scale)
-    except ValueError:
-        return None
-    return (base, k, False) if 0 < k < float('inf') else None
+    """The Row of a --modes entry, or None where it names no row (an unknown mode or setting, a setting twice,
+    a value that is not a positive finite number)."""
+    for base in sorted(MODES, key=len, reverse=True):  # tied_untie before tied
+        if name != base and not name.startswith(base + '_'):
+            continue
+        rest, settings = name[len(base):], {}
+        if not re.fullmatch(f'(?:{_ROW_SETTING.pattern})*', rest):
+            continue  # e.g. 'tied_untie' read as 'tied' + '_untie'
+        for match in _ROW_SETTING.finditer(rest):
+            value = float(match.group(2))
+            if match.group(1) in settings or not 0 < value < float('inf'):
+                return None
+            settings[match.group(1)] = value
+        return Row('tied' if base == UNTIE_ROW else base, unties=base == UNTIE_ROW,
+                   **{ROW_SETTINGS[key]: value for key, value in settings.items()})
+    return None
+
+
+def check_row(name):
+    """A row that parses but cannot be trained: a head rate where the head is the token table."""
+    row = parse_row(name)
+    if row.head_mult is not None and row.tie_mode != 'untied' and not row.unties:
+        raise UserError(f"--modes has {name}, a head rate for tie_mode {row.tie_mode}, whose head and token table "
+                        f"are one matrix with one rate: give it an embed rate (_eX) instead")
 
 ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
 
@@ -43,8 +71,10 @@ BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 
 # Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
-# and untie_at, which runs made before the tied_untie row do not record (none of them untied).
-LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None)
+# untie_at, which runs made before the tied_untie row do not record (none of them untied), and the
+# optimizer's, from before --optimizer (all AdamW at one rate).
+LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, optimizer='adamw', embed_lr=None, head_lr=None)
+MUON_KEYS = ('muon_lr', 'muon_momentum')  # read by Muon runs only: an AdamW run matches whatever they are
 
 
 def untie_iter(cfg):
@@ -60,10 +90,15 @@ def fraction_text(x):
 
 def row_label(mode, untie_at):
     """The name a reader sees in the table and the figure."""
-    if mode == UNTIE_ROW:
-        return f"tied, untied at {fraction_text(untie_at)}"
-    tie_mode, scale, _ = parse_row(mode)
-    return mode if scale is None else f"{tie_mode}, input grad ×{scale:g}"
+    row = parse_row(mode)
+    label = f"tied, untied at {fraction_text(untie_at)}" if row.unties else row.tie_mode
+    if row.input_grad_scale is not None:
+        label += f", input grad ×{row.input_grad_scale:g}"
+    if row.embed_mult is not None:
+        label += f", embed lr ×{row.embed_mult:g}"
+    if row.head_mult is not None:
+        label += f", head lr ×{row.head_mult:g}"
+    return label
 
 
 def model_config(run_cfg, vocab_size):

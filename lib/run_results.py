@@ -13,7 +13,7 @@ from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
 from lib.machine import pick_device
-from lib.prepared_data import load_splits
+from lib.prepared_data import load_splits, whole_split_windows
 from lib.probes import linear_cka, random_cka_floor
 
 
@@ -183,11 +183,7 @@ def loss_by_frequency(model, val, bucket, block_size, device):
     targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
     import torch
     import torch.nn.functional as F
-    n = min(len(val) - 1, MAX_BUCKET_TARGETS)
-    full = n // block_size
-    pieces = [(val[:full * block_size].view(full, block_size), val[1:full * block_size + 1].view(full, block_size))]
-    if n > full * block_size:
-        pieces.append((val[full * block_size:n].view(1, -1), val[full * block_size + 1:n + 1].view(1, -1)))
+    pieces = whole_split_windows(val, block_size, MAX_BUCKET_TARGETS)
     sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
     counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
     model.eval()

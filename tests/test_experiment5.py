@@ -79,9 +79,10 @@ def test_best_pt_holds_the_weights_of_the_lowest_validation_loss(tiny_data, tmp_
 
 
 def test_scaled_rows_parse_train_and_are_labelled():
-    assert ablation_grid.parse_row('tied_igs2') == ('tied', 2.0, False)
-    assert ablation_grid.parse_row('pit_igs0.5') == ('pit', 0.5, False)
-    assert ablation_grid.parse_row('tied_untie') == ('tied', None, True)
+    Row = ablation_grid.Row
+    assert ablation_grid.parse_row('tied_igs2') == Row('tied', input_grad_scale=2.0)
+    assert ablation_grid.parse_row('pit_igs0.5') == Row('pit', input_grad_scale=0.5)
+    assert ablation_grid.parse_row('tied_untie') == Row('tied', unties=True)
     for bad in ('tied_igs0', 'tied_igs-1', 'tied_igsx', 'tied_igs', 'nope_igs2', 'tied_igsinf'):
         assert ablation_grid.parse_row(bad) is None, bad
     assert ablation_grid.row_label('tied_igs4', 2 / 3) == 'tied, input grad ×4'

@@ -10,6 +10,7 @@ import torch
 
 from lib import prepared_data
 from lib.run_files import param_breakdown
+from lib.optimizers import Optimizers, untie_head
 import train
 from conftest import assert_one_line_error, run, tiny_train_args, train_with_ddp
 from model import GPT, GPTConfig
@@ -96,20 +97,21 @@ def test_untie_keeps_the_logits_and_adds_n_times_d_parameters():
 def test_untie_copies_the_adamw_state_of_the_shared_matrix():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='tied'))
-    optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu')
+    optimizer = Optimizers(model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu'))
     for _ in range(3):
         _, loss = model(torch.randint(50, (2, 16)), torch.randint(50, (2, 16)))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     shared = model.token_embedding_table.weight
-    train.untie_head(model, optimizer)
+    untie_head(model, optimizer)
     head = model.lm_head.weight
-    assert any(p is head for p in optimizer.param_groups[0]['params']) and optimizer.param_groups[0]['weight_decay'] == 0.1
-    assert set(optimizer.state[head]) == set(optimizer.state[shared]) == {'step', 'exp_avg', 'exp_avg_sq'}
-    for key, value in optimizer.state[shared].items():
-        assert torch.equal(optimizer.state[head][key], value)
-        assert optimizer.state[head][key].data_ptr() != value.data_ptr()  # a copy, not the same moments
+    (group,) = [group for group in optimizer.param_groups if any(p is head for p in group['params'])]
+    assert group['role'] == 'head' and group['weight_decay'] == 0.1
+    assert set(optimizer.adamw.state[head]) == set(optimizer.adamw.state[shared]) == {'step', 'exp_avg', 'exp_avg_sq'}
+    for key, value in optimizer.adamw.state[shared].items():
+        assert torch.equal(optimizer.adamw.state[head][key], value)
+        assert optimizer.adamw.state[head][key].data_ptr() != value.data_ptr()  # a copy, not the same moments
 
 
 UNTIE = dict(lr_decay_iters=20, eval_interval=4, dropout=0.1, max_iters=20, untie_at=0.5)  # untie at 10

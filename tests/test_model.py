@@ -264,8 +264,8 @@ def test_cpu_bf16_autocast_runs_attention_in_fp32_and_the_rest_in_bf16(monkeypat
 
 def test_the_optimizer_is_fused_on_cpu_and_steps_like_the_loop_version():
     models = [make(), make()]
-    fused = models[0].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu')
-    loop = models[1].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
+    (fused,) = models[0].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu')
+    (loop,) = models[1].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
     assert fused.defaults['fused'] and not loop.defaults['fused']
     idx = torch.randint(SMALL['vocab_size'], (4, SMALL['block_size']))
     for model, optimizer in zip(models, (fused, loop)):

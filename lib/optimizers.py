@@ -1,0 +1,205 @@
+"""The optimizers a run steps: AdamW alone (--optimizer=adamw), or AdamW for the tables, the head and the
+gains with torch's Muon for the blocks' matrices (--optimizer=muon; which parameters go where is decided in
+model.GPT.configure_optimizers, next to its reason). Here: their settings and checks, one object that steps,
+clears, saves and loads them together, a peak rate for each role (--embed_lr, --head_lr, --muon_lr) under
+train.py's one schedule, and the untie of --untie_at.
+
+Muon's learning-rate adjustment is torch's 'match_rms_adamw' (0.2 * sqrt(max(A, B)) for an A x B matrix, from
+Moonshot's "Muon is Scalable for LLM Training", arXiv 2502.16982): it scales the orthogonalised update to the
+size an AdamW update would have, so --muon_lr is in AdamW's units, the same weight decay carries over, and a
+sweep of one is comparable with a sweep of the other. 'original' (Keller Jordan's sqrt(max(1, A/B))) would
+want rates about 30x larger (0.02 rather than 1e-3) for the same step size here.
+"""
+
+import math
+
+import torch
+from torch.optim._muon import _adjust_lr
+
+from lib.command_line import UserError
+from lib.machine import cpu_has_native_bf16
+
+
+OPTIMIZERS = ('adamw', 'muon')
+MUON_LR_ADJUSTMENT = 'match_rms_adamw'
+LR_KEYS = ('embed_lr', 'head_lr', 'muon_lr')
+
+
+def check_optimizer_args(cfg):
+    """The optimizer keys of train.py's command line, each bad value a one-line error naming it."""
+    for key in LR_KEYS:
+        value = cfg.get(key)
+        if value is None and key != 'muon_lr':
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            allowed = "a positive finite number" + ("" if key == 'muon_lr' else ", or None (= --learning_rate)")
+            raise UserError(f"--{key} must be {allowed}, got {value!r}")
+        cfg[key] = float(value)
+    if not 0 <= cfg['muon_momentum'] < 1:
+        raise UserError(f"--muon_momentum must be at least 0 and below 1, got {cfg['muon_momentum']}")
+    uses_own_rates = [f"--{key}" for key in ('embed_lr', 'head_lr') if cfg[key] is not None]
+    uses_own_rates += ['--optimizer=muon'] if cfg['optimizer'] == 'muon' else []
+    if uses_own_rates and cfg['learning_rate'] <= 0:
+        # every group follows learning_rate's schedule, as a fraction of its peak: there must be a peak
+        raise UserError(f"{' and '.join(uses_own_rates)} need a positive --learning_rate (the schedule every rate "
+                        f"follows), got {cfg['learning_rate']}")
+
+
+def check_head_lr(cfg):
+    """--head_lr needs a head of its own: untied, or tied until --untie_at (after a resume, the checkpoint's mode)."""
+    if cfg['head_lr'] is not None and cfg['tie_mode'] != 'untied' and cfg.get('untie_at') is None:
+        raise UserError(f"--head_lr is for a head of its own, but --tie_mode={cfg['tie_mode']} makes the head and the "
+                        f"token table one matrix, and one matrix has one rate: use --embed_lr for it")
+
+
+def check_same_optimizer(saved_cfg, cfg, path):
+    """A resume continues with the optimizer its checkpoint holds the state of; another one is a one-line error
+    (also when it is only the default: --optimizer=adamw left out of a Muon run's resume command)."""
+    saved = saved_cfg.get('optimizer', 'adamw')  # checkpoints from before --optimizer were all AdamW
+    if cfg['optimizer'] != saved:
+        raise UserError(f"--optimizer={cfg['optimizer']} disagrees with the checkpoint {path}, which holds the "
+                        f"state of {saved}; resume with --optimizer={saved} or start a new --out_dir")
+
+
+# ---------------------------------------------------------------- Muon on a CPU
+
+def newton_schulz(update, coefficients, steps, eps):
+    """torch's quintic Newton-Schulz iteration towards the nearest semi-orthogonal matrix (U V^T of the update's
+    SVD, roughly), the same arithmetic as torch.optim._muon's, in the update's own dtype (float32 here)."""
+    a, b, c = coefficients
+    x = update.T if update.size(0) > update.size(1) else update
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if update.size(0) > update.size(1) else x
+
+
+class Float32Muon(torch.optim.Muon):
+    """torch.optim.Muon, step for step (momentum, Nesterov, decoupled decay, the rate adjustment), with its
+    Newton-Schulz iteration in float32. torch's casts it to bfloat16, the fast path on a GPU and on a CPU with
+    native bf16; a CPU without it emulates those matmuls: 71 ms instead of 2.5 ms for one 512 x 128 matrix, and
+    a default-recipe step of 563 ms with torch's Muon against 90 ms with this one (one thread, a Zen 4 capped
+    at AVX2; docs/performance.md)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group['params']:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if 'momentum_buffer' not in state:
+                    state['momentum_buffer'] = torch.zeros_like(p.grad)
+                buffer = state['momentum_buffer']
+                buffer.lerp_(p.grad, 1 - group['momentum'])
+                update = p.grad.lerp(buffer, group['momentum']) if group['nesterov'] else buffer
+                update = newton_schulz(update.float(), group['ns_coefficients'], group['ns_steps'], group['eps'])
+                p.mul_(1 - group['lr'] * group['weight_decay'])
+                p.add_(update.to(p.dtype), alpha=-_adjust_lr(group['lr'], group['adjust_lr_fn'], p.shape))
+
+
+def muon_maker(cfg, device_type):
+    """What model.configure_optimizers calls to build Muon over the blocks' matrices: torch's own on a GPU and
+    on a CPU with native bf16, Float32Muon on a CPU that only emulates bf16."""
+    kind = Float32Muon if device_type == 'cpu' and not cpu_has_native_bf16() else torch.optim.Muon
+    return lambda groups: kind(groups, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
+                               weight_decay=cfg['weight_decay'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
+
+
+# ---------------------------------------------------------------- the optimizers as one
+
+class Optimizers:
+    """AdamW, and Muon if there is one, stepped, cleared, saved and loaded as one optimizer: what train.py's
+    step, torch's GradScaler (param_groups, step) and the checkpoint need of it."""
+
+    def __init__(self, optimizers):
+        self.optimizers = optimizers
+        self.adamw = optimizers[0]
+        self.muon = optimizers[1] if len(optimizers) > 1 else None
+
+    @property
+    def param_groups(self):
+        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def step(self):
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def zero_grad(self, set_to_none=True):
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        """AdamW alone: AdamW's own state_dict, as checkpoints always held; with Muon, both under their names."""
+        if self.muon is None:
+            return self.adamw.state_dict()
+        return {'adamw': self.adamw.state_dict(), 'muon': self.muon.state_dict()}
+
+    def load_state_dict(self, saved, model):
+        if 'adamw' in saved:
+            if self.muon is None:
+                raise ValueError("the checkpoint holds Muon's state too, and this run has no Muon")
+            self.adamw.load_state_dict(saved['adamw'])
+            self.muon.load_state_dict(saved['muon'])
+            return
+        if self.muon is not None:
+            raise ValueError("the checkpoint holds no Muon state")
+        if not all('role' in group for group in saved['param_groups']):
+            saved = from_two_groups(saved, self.adamw, model)
+        self.adamw.load_state_dict(saved)
+
+
+def from_two_groups(saved, adamw, model):
+    """An AdamW state_dict from before the groups had roles (decayed matrices, then the rest, in the model's
+    parameter order) renumbered for the groups configure_optimizers makes now, so older checkpoints resume."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    undecayed = [model.token_embedding_table.weight, model.pit_lower] if model.config.tie_mode == 'pit' else []
+    decayed = [p for p in params if p.dim() >= 2 and all(p is not q for q in undecayed)]
+    old_order = decayed + [p for p in params if all(p is not q for q in decayed)]
+    new_index = {id(p): i for i, p in enumerate(p for group in adamw.param_groups for p in group['params'])}
+    if len(old_order) != len(new_index) or len(old_order) != sum(len(g['params']) for g in saved['param_groups']):
+        raise ValueError("the checkpoint's optimizer state has another number of parameters")
+    converted = adamw.state_dict()
+    converted['state'] = {new_index[id(old_order[i])]: state for i, state in saved['state'].items()}
+    return converted
+
+
+def build_optimizer(raw_model, cfg, device_type, fused=None):
+    """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
+    muon = muon_maker(cfg, device_type) if cfg.get('optimizer', 'adamw') == 'muon' else None
+    return Optimizers(raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+                                                     (cfg['beta1'], cfg['beta2']), device_type, fused=fused,
+                                                     muon=muon))
+
+
+# ---------------------------------------------------------------- a rate for each role
+
+def peak_rates(cfg):
+    """The peak rate of each group's role (model.configure_optimizers names them). The token table, and the shared
+    matrix when tied: --embed_lr; an untied head: --head_lr, which after --untie_at defaults to the shared
+    matrix's rate (the copy goes on as it went); Muon's matrices: --muon_lr; the rest: --learning_rate."""
+    lr = cfg['learning_rate']
+    embed = lr if cfg.get('embed_lr') is None else cfg['embed_lr']
+    head = cfg.get('head_lr') or (embed if cfg.get('untie_at') is not None else lr)
+    return dict(embed=embed, head=head, matrices=lr, gains=lr, muon=cfg.get('muon_lr', lr))
+
+
+def set_rates(optimizer, cfg, lr_now):
+    """Every group at its peak rate times the schedule's current fraction of its peak, lr_now / learning_rate:
+    warmup and cosine scale every group alike. A group at learning_rate gets lr_now exactly (x * 1.0)."""
+    peaks, lr = peak_rates(cfg), cfg['learning_rate']
+    for group in optimizer.param_groups:
+        group['lr'] = lr_now * (peaks[group['role']] / lr if lr > 0 else 1.0)
+
+
+def untie_head(raw_model, optimizer):
+    """--untie_at: the head gets its own copy of the shared matrix (model.untie) in AdamW's 'head' group, and
+    a copy of the shared matrix's AdamW state (both moments and the step), so neither the logits nor the size
+    of the next update jump."""
+    shared = raw_model.token_embedding_table.weight
+    head = raw_model.untie()
+    adamw = optimizer.adamw
+    next(group for group in adamw.param_groups if group['role'] == 'head')['params'].append(head)
+    if shared in adamw.state:
+        adamw.state[head] = {key: value.clone() for key, value in adamw.state[shared].items()}

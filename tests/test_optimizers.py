@@ -1,0 +1,230 @@
+"""--optimizer=muon, a learning rate for each end (--embed_lr, --head_lr) and the grid rows that sweep them:
+which parameters each optimizer holds, Muon on a CPU against torch's own, each rate moving its own matrix
+only, the schedule scaling every group alike, exact resumes, and every bad value as one line."""
+
+import os
+
+import pytest
+import torch
+
+import ablate
+import sample
+import train
+from conftest import assert_one_line_error, run, tiny_train_args
+from lib import ablation_grid, optimizers
+from lib.command_line import UserError
+from model import GPT, GPTConfig
+
+SHAPE = dict(vocab_size=40, n_embd=32, n_layer=2, n_head=2, block_size=16)
+
+
+def config(*args):
+    return train.parse_train_args(list(args))
+
+
+def built(tie_mode='tied', *args, seed=0):
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(tie_mode=tie_mode, **SHAPE))
+    return model, optimizers.build_optimizer(model, config(f'--tie_mode={tie_mode}', *args), 'cpu')
+
+
+def one_step(model, optimizer, cfg, it=0):
+    """One train.py step at iteration it's rates, on a fixed batch: returns each parameter's update by name."""
+    optimizers.set_rates(optimizer, cfg, train.get_lr(it, cfg))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    idx = torch.randint(SHAPE['vocab_size'], (4, SHAPE['block_size']), generator=torch.Generator().manual_seed(1))
+    train.training_step(model, optimizer, torch.amp.GradScaler('cpu', enabled=False), [(idx, idx.roll(-1, 1))],
+                        torch.autocast('cpu', enabled=False), grad_clip=0.0)
+    return {name: p.detach() - before[name] for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize('tie_mode', ['tied', 'untied', 'pit', 'bert', 'proj'])
+def test_muon_holds_exactly_the_block_matrices_and_adamw_the_rest_once(tie_mode):
+    model, optimizer = built(tie_mode, '--optimizer=muon')
+    block_matrices = [m.weight for block in model.blocks
+                      for m in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj)]
+    in_muon = [p for group in optimizer.muon.param_groups for p in group['params']]
+    in_adamw = [p for group in optimizer.adamw.param_groups for p in group['params']]
+    assert sorted(map(id, in_muon)) == sorted(map(id, block_matrices))
+    assert sorted(map(id, in_adamw + in_muon)) == sorted(map(id, model.parameters()))  # each exactly once
+    table = model.token_embedding_table.weight
+    assert sum(p is table for p in in_adamw) == 1 and not any(p is table for p in in_muon)
+    (embed,) = [group for group in optimizer.adamw.param_groups if group['role'] == 'embed']
+    assert embed['params'] == [table]
+
+
+def test_adamw_alone_is_one_optimizer_with_every_parameter_once_and_no_muon():
+    model, optimizer = built('tied')
+    assert optimizer.muon is None and isinstance(optimizer.adamw, torch.optim.AdamW)
+    params = [p for group in optimizer.param_groups for p in group['params']]
+    assert sorted(map(id, params)) == sorted(map(id, model.parameters()))
+    assert [group['role'] for group in optimizer.param_groups] == ['embed', 'head', 'matrices', 'gains']
+    assert optimizer.param_groups[1]['params'] == []  # tied: the head is the table, in 'embed'
+
+
+def muon_pair(monkeypatch=None):
+    """torch.optim.Muon and Float32Muon on two copies of one matrix, with the same gradients three times."""
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(48, 16) * 0.1)
+    b = torch.nn.Parameter(a.detach().clone())
+    settings = dict(lr=0.02, momentum=0.9, weight_decay=0.1, adjust_lr_fn='match_rms_adamw')
+    theirs, ours = torch.optim.Muon([a], **settings), optimizers.Float32Muon([b], **settings)
+    start = a.detach().clone()
+    for step in range(3):
+        grad = torch.randn(48, 16, generator=torch.Generator().manual_seed(step))
+        a.grad, b.grad = grad.clone(), grad.clone()
+        theirs.step()
+        ours.step()
+    return start, a.detach(), b.detach(), theirs, ours
+
+
+def test_float32_muon_steps_exactly_like_torchs_muon_but_for_the_newton_schulz_dtype(monkeypatch):
+    # torch's iteration run in float32 instead of bfloat16: then the two must agree to float32 rounding, so
+    # momentum, Nesterov, weight decay and the rate adjustment are torch's own
+    from torch.optim import _muon
+    monkeypatch.setattr(_muon, '_zeropower_via_newtonschulz',
+                        lambda grad, coefficients, steps, eps: optimizers.newton_schulz(grad.float(), coefficients,
+                                                                                        steps, eps))
+    start, theirs, ours, torch_muon, our_muon = muon_pair()
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+    assert (ours - start).abs().max() > 1e-3  # three steps of about lr * 0.2 * sqrt(48) each did move it
+    assert torch.equal(our_muon.state[our_muon.param_groups[0]['params'][0]]['momentum_buffer'],
+                       torch_muon.state[torch_muon.param_groups[0]['params'][0]]['momentum_buffer'])
+
+
+def test_float32_muon_is_within_bfloat16_rounding_of_torchs_muon():
+    start, theirs, ours, _, _ = muon_pair()
+    moved, apart = (theirs - start).abs(), (ours - theirs).abs()
+    # bf16 keeps 8 bits: about 1 % of each update (measured 1.1 %, mean and largest alike)
+    assert apart.mean() < 0.03 * moved.mean() and apart.max() < 0.03 * moved.max()
+
+
+@pytest.mark.parametrize('key, tie_mode, own', [('embed_lr', 'untied', 'token_embedding_table.weight'),
+                                                ('head_lr', 'untied', 'lm_head.weight'),
+                                                ('embed_lr', 'tied', 'token_embedding_table.weight')])
+def test_each_end_rate_moves_its_own_matrix_only_and_by_its_factor(key, tie_mode, own):
+    plain_cfg = config(f'--tie_mode={tie_mode}')
+    own_cfg = config(f'--tie_mode={tie_mode}', f'--{key}=1e-2')  # 10x learning_rate
+    model, optimizer = built(tie_mode)
+    plain = one_step(model, optimizer, plain_cfg)
+    model, optimizer = built(tie_mode)
+    faster = one_step(model, optimizer, own_cfg)
+    for name in plain:
+        if name == own:
+            # AdamW's update, decay included, is proportional to the rate: ten times the step (rows of tokens not
+            # in the batch only decay, by ~1e-7: differences of float32 rounding there)
+            torch.testing.assert_close(faster[name], 10 * plain[name], rtol=1e-4, atol=1e-7)  # float32 p - decay
+        else:
+            assert torch.equal(faster[name], plain[name]), name
+
+
+def test_the_schedule_scales_every_group_alike():
+    cfg = config('--optimizer=muon', '--embed_lr=3e-3', '--muon_lr=2e-2', '--tie_mode=untied', '--head_lr=5e-4')
+    _, optimizer = built('untied', '--optimizer=muon')
+    peaks = dict(embed=3e-3, head=5e-4, matrices=1e-3, gains=1e-3, muon=2e-2)
+    for it in (0, 50, 100, 1000, 1999, 2000):
+        optimizers.set_rates(optimizer, cfg, train.get_lr(it, cfg))
+        fraction = train.get_lr(it, cfg) / cfg['learning_rate']
+        for group in optimizer.param_groups:
+            assert group['lr'] == pytest.approx(peaks[group['role']] * fraction, rel=1e-12)
+    optimizers.set_rates(optimizer, config(), train.get_lr(7, config()))
+    assert {group['lr'] for group in optimizer.adamw.param_groups} == {train.get_lr(7, config())}  # exactly
+
+
+def test_a_checkpoint_from_before_the_roles_resumes_with_each_parameters_adamw_state():
+    # AdamW's state as train.py saved it before the groups had roles: decayed matrices, then the rest
+    model, _ = built('untied')
+    params = list(model.parameters())
+    decayed = [p for p in params if p.dim() >= 2]
+    old = torch.optim.AdamW([{'params': decayed, 'weight_decay': 0.1},
+                             {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}], lr=1e-3)
+    for p in params:
+        p.grad = torch.randn_like(p)
+    old.step()
+    optimizer = optimizers.build_optimizer(model, config('--tie_mode=untied'), 'cpu')
+    optimizer.load_state_dict(old.state_dict(), model)
+    for p in params:
+        for key, value in old.state[p].items():
+            assert torch.equal(optimizer.adamw.state[p][key], value)
+
+
+@pytest.mark.parametrize('extra, first_half', [(dict(optimizer='muon'), {}),
+                                               (dict(optimizer='muon', untie_at=0.5, embed_lr=3e-3, head_lr=1e-3),
+                                                dict(untie_at=10 / 12))],  # untied at 10 in both, as straight
+                         ids=['muon', 'muon-untie-own-rates'])
+def test_a_muon_run_resumes_bit_exact_and_samples(extra, first_half, tiny_data, tmp_path):
+    common = dict(lr_decay_iters=20, eval_interval=5, dropout=0.1, **extra)
+
+    def args(out, **more):
+        return train.parse_train_args(tiny_train_args(tiny_data, str(tmp_path / out), **dict(common, **more)))
+    straight = train.train(args('a', max_iters=20))
+    train.train(args('b', max_iters=12, **first_half))  # past the untie at 10: the head is in AdamW's 'head' group
+    resumed = train.train(args('b', max_iters=20, init_from='resume'))
+    for name, value in straight['model'].state_dict().items():
+        assert torch.equal(resumed['model'].state_dict()[name], value), name
+    ckpt = torch.load(tmp_path / 'b' / 'ckpt.pt', weights_only=True)
+    assert set(ckpt['optimizer']) == {'adamw', 'muon'} and ckpt['optimizer']['muon']['state']
+    result = run('sample.py', f'--out_dir={tmp_path / "b"}', '--num_samples=1', '--max_new_tokens=20', '--seed=1')
+    assert result.returncode == 0 and len(result.stdout.strip()) >= 20, result.stderr
+
+
+def test_resuming_with_another_optimizer_is_one_line(tiny_data, tmp_path):
+    out = str(tmp_path / 'out')
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out, max_iters=5, optimizer='muon')))
+    for given in (['--optimizer=adamw'], []):  # named, or left at its default
+        err = assert_one_line_error(run('train.py', *tiny_train_args(tiny_data, out, max_iters=10), *given,
+                                        '--init_from=resume'), '--optimizer=adamw', 'muon')
+        assert 'resume with --optimizer=muon' in err
+    assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['iter_num'] == 5  # left as it was
+
+
+def test_a_head_rate_for_a_tied_matrix_is_refused_and_allowed_once_it_unties(tiny_data, tmp_path):
+    err = assert_one_line_error(run('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'a'), tie_mode='tied',
+                                                                 head_lr=1e-3)), '--head_lr', 'use --embed_lr')
+    assert 'one matrix' in err and not os.path.exists(tmp_path / 'a')
+    for tie_mode in ('small_init', 'shuffle', 'pit'):
+        with pytest.raises(UserError, match='one matrix has one rate'):
+            optimizers.check_head_lr(dict(head_lr=1e-3, tie_mode=tie_mode, untie_at=None))
+    optimizers.check_head_lr(dict(head_lr=1e-3, tie_mode='tied', untie_at=0.5))  # the head after the untie
+    assert optimizers.peak_rates(config('--embed_lr=4e-3', '--untie_at=0.5'))['head'] == 4e-3  # goes on at its rate
+
+
+@pytest.mark.parametrize('arg, named', [('--optimizer=sgd', 'adamw, muon'), ('--embed_lr=0', '--embed_lr'),
+                                        ('--embed_lr=-1e-3', '--embed_lr'), ('--head_lr=nan', '--head_lr'),
+                                        ('--head_lr=inf', '--head_lr'), ('--embed_lr=fast', '--embed_lr'),
+                                        ('--muon_lr=0', '--muon_lr'), ('--muon_lr=None', '--muon_lr'),
+                                        ('--muon_momentum=1', '--muon_momentum'),
+                                        ('--embed_lr=True', '--embed_lr')])
+def test_a_bad_optimizer_value_is_one_line_naming_the_key(arg, named):
+    with pytest.raises(UserError, match=named.replace('-', '\\-')) as caught:
+        config(arg)
+    assert '\n' not in str(caught.value)
+
+
+def test_own_rates_need_a_learning_rate_to_follow():
+    with pytest.raises(UserError, match='need a positive --learning_rate'):
+        config('--learning_rate=0', '--embed_lr=1e-3')
+    config('--learning_rate=0')  # alone still allowed: every group at learning_rate's schedule
+
+
+def test_bad_values_reach_the_user_as_one_line_with_exit_2():
+    assert_one_line_error(run('train.py', '--optimizer=lion'), "--optimizer='lion'", 'adamw, muon')
+    assert_one_line_error(run('ablate.py', '--modes=untied,untied_e10_e3'), "'untied_e10_e3'", 'MODE_eX')
+
+
+def test_rate_rows_parse_plan_their_rates_and_are_labelled():
+    Row = ablation_grid.Row
+    assert ablation_grid.parse_row('untied_e10_h0.3') == Row('untied', embed_mult=10.0, head_mult=0.3)
+    assert ablation_grid.parse_row('tied_untie_e3') == Row('tied', unties=True, embed_mult=3.0)
+    assert ablation_grid.parse_row('tied_e3_igs2') == Row('tied', input_grad_scale=2.0, embed_mult=3.0)
+    for bad in ('untied_e', 'untied_e0', 'untied_e10_e3', 'untied_x2', 'untied_e-1', 'untied_einf', 'untied_',
+                'tied_untied', 'untied_h0.3e'):
+        assert ablation_grid.parse_row(bad) is None, bad
+    assert ablation_grid.row_label('untied_e10_h0.3', 2 / 3) == 'untied, embed lr ×10, head lr ×0.3'
+    cfg = ablate.parse_args(['--modes=untied,untied_e10_h0.3,tied_e3,tied_untie_e3', '--learning_rate=2e-3',
+                             '--head_lr=1e-3'])
+    rates = {mode: (run_cfg['embed_lr'], run_cfg['head_lr']) for mode, _, run_cfg in ablate.plan_runs(cfg)}
+    assert rates == {'untied': (None, 1e-3), 'untied_e10_h0.3': (2e-2, 6e-4), 'tied_e3': (6e-3, None),
+                     'tied_untie_e3': (6e-3, 1e-3)}
+    with pytest.raises(UserError, match='tied_h0.3, a head rate'):
+        ablate.parse_args(['--modes=tied,tied_h0.3'])
