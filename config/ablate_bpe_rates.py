@@ -6,16 +6,18 @@
 # with its one rate over the span of both (X from 0.03 to 30: 7 cells). Every cell has the same seed, data
 # order and evaluation batches. Then the base rate: untied and tied at learning_rate x0.3 and x3.
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
-#   python ablate.py config/ablate_bpe_rates.py                                     # AdamW, 32 cells
-#   python ablate.py config/ablate_bpe_rates.py --optimizer=muon --out_dir=out-exp6-rates-muon
+#   python ablate.py config/ablate_bpe_rates.py                                     # AdamW, 39 cells
+#   python ablate.py config/ablate_bpe_rates.py --optimizer=muon --out_dir=out-exp6-rates-muon --modes=...
 #   python ablate.py config/ablate_bpe_rates.py --modes=untied,tied --learning_rate=3e-4 --out_dir=out-exp6-rates-lr3e-4
 #   (config/experiment6.sh runs them all, both optimizers, then the five-seed confirmation.)
-# Half length (350 iterations, warmup 50, 1.2 epochs) so that 72 cells fit in about an hour of a 2-core CPU;
+# The first 25 + 7 cells put untied's optimum on the grid's edge (embed x30, head x3): the last six untied
+# cells (embed x100, head x10) and tied_e100 extend it until it is inside (docs/experiment6.md).
+# Half length (350 iterations, warmup 50, 1.2 epochs) so that the sweeps fit in about 1.5 hours of a 2-core CPU;
 # the confirmation runs (config/ablate_bpe_rates_confirm.py) are full length. A shorter run tends to prefer a
 # somewhat higher rate: the docs say so where it matters.
 out_dir = 'out-exp6-rates-adamw'
 dataset = 'shakespeare_compact'
-modes = 'untied_e0.3_h0.03,untied_e0.3_h0.1,untied_e0.3_h0.3,untied_e0.3_h1,untied_e0.3_h3,untied_e1_h0.03,untied_e1_h0.1,untied_e1_h0.3,untied_e1_h1,untied_e1_h3,untied_e3_h0.03,untied_e3_h0.1,untied_e3_h0.3,untied_e3_h1,untied_e3_h3,untied_e10_h0.03,untied_e10_h0.1,untied_e10_h0.3,untied_e10_h1,untied_e10_h3,untied_e30_h0.03,untied_e30_h0.1,untied_e30_h0.3,untied_e30_h1,untied_e30_h3,tied_e0.03,tied_e0.1,tied_e0.3,tied_e1,tied_e3,tied_e10,tied_e30'
+modes = 'untied_e0.3_h0.03,untied_e0.3_h0.1,untied_e0.3_h0.3,untied_e0.3_h1,untied_e0.3_h3,untied_e1_h0.03,untied_e1_h0.1,untied_e1_h0.3,untied_e1_h1,untied_e1_h3,untied_e3_h0.03,untied_e3_h0.1,untied_e3_h0.3,untied_e3_h1,untied_e3_h3,untied_e10_h0.03,untied_e10_h0.1,untied_e10_h0.3,untied_e10_h1,untied_e10_h3,untied_e30_h0.03,untied_e30_h0.1,untied_e30_h0.3,untied_e30_h1,untied_e30_h3,untied_e100_h1,untied_e100_h3,untied_e100_h10,untied_e3_h10,untied_e10_h10,untied_e30_h10,tied_e0.03,tied_e0.1,tied_e0.3,tied_e1,tied_e3,tied_e10,tied_e30,tied_e100'
 seeds = 1
 
 zero_init_residual = False

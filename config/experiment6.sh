@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# Experiment 6 (docs/experiment6.md): the learning-rate sweep under AdamW and under Muon (stage 1), then the
-# five-seed confirmation at the default rates and at each setting's best (stage 2). Every ablate.py command
-# skips the runs it finished before, so this script can be run again after an interruption.
+# Experiment 6 (docs/experiment6.md): the learning-rate sweep under AdamW and under Muon (stage 1, half-length
+# runs, one seed), then the five-seed confirmation at the default rates and at each setting's best (stage 2,
+# full length, config/ablate_bpe_rates_confirm.py). Every ablate.py command skips the runs it finished before,
+# so this script can be run again after an interruption.
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
-#   bash config/experiment6.sh sweep      # 72 half-length runs, about an hour on a 2-core CPU
-#   bash config/experiment6.sh confirm    # 50 full-length runs and the tuned lens, about 1.5 hours
+#   bash config/experiment6.sh sweep
+#   bash config/experiment6.sh confirm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 muon_lr=$(python -c "import train; print(train.DEFAULTS['muon_lr'])")
+# Muon's grid: the 4 x 4 middle of AdamW's (its edges were AdamW's losers), tied over the same span
+muon_modes=$(python -c "print(','.join([f'untied_e{e}_h{h}' for e in ('1', '3', '10', '30') for h in ('0.3', '1', '3', '10')]
+                                       + [f'tied_e{e}' for e in ('0.3', '1', '3', '10', '30')]))")
+base_sweep() {  # the base rate: every rate of the model (AdamW's and Muon's) times 0.3 and 3, untied and tied
+    for factor in 0.3 3; do
+        python ablate.py config/ablate_bpe_rates.py --optimizer=$1 --modes=untied,tied \
+            --learning_rate=$(python -c "print(f'{1e-3 * $factor:g}')") \
+            --muon_lr=$(python -c "print(f'{$muon_lr * $factor:g}')") --out_dir=out-exp6-rates-$1-base$factor
+    done
+}
 case "${1:-}" in
 sweep)
-    for optimizer in adamw muon; do
-        python ablate.py config/ablate_bpe_rates.py --optimizer=$optimizer --out_dir=out-exp6-rates-$optimizer
-        for factor in 0.3 3; do  # the base rate: every rate of the model (AdamW's, and Muon's) times factor
-            lr=$(python -c "print(f'{1e-3 * $factor:g}')")
-            mlr=$(python -c "print(f'{$muon_lr * $factor:g}')")
-            python ablate.py config/ablate_bpe_rates.py --optimizer=$optimizer --modes=untied,tied \
-                --learning_rate=$lr --muon_lr=$mlr --out_dir=out-exp6-rates-$optimizer-base$factor
-        done
-    done ;;
+    python ablate.py config/ablate_bpe_rates.py --out_dir=out-exp6-rates-adamw
+    base_sweep adamw
+    python ablate.py config/ablate_bpe_rates.py --optimizer=muon --modes="$muon_modes" --out_dir=out-exp6-rates-muon
+    base_sweep muon ;;
 confirm)
-    for optimizer in adamw muon; do
-        python ablate.py config/ablate_bpe_rates_confirm_$optimizer.py
-    done ;;
+    python ablate.py config/ablate_bpe_rates_confirm.py
+    python ablate.py config/ablate_bpe_rates_confirm.py --optimizer=muon --out_dir=out-exp6-confirm-muon ;;
 *)
     echo "usage: bash config/experiment6.sh sweep|confirm" >&2
     exit 2 ;;

@@ -207,3 +207,101 @@ def plot_gradient_sources(path, curves, info):
     ax.legend(fontsize=8, ncol=2)
     save(plt, fig, path)
     return True
+
+
+def rate_cells(info, key='val_loss_all'):
+    """Experiment 6's sweep read from an ablation's rows: ({(embed x, head x): loss} of untied rows, {embed x: loss}
+    of tied rows), the rates as multiples of learning_rate (a row without _eX/_hY at 1), mean over seeds."""
+    from lib.ablation_grid import parse_row
+    untied, tied = {}, {}
+    for mode, cells in info['modes'].items():
+        row, loss = parse_row(mode), cells.get(key, {}).get('mean')
+        if loss is None or row.unties or row.input_grad_scale is not None:
+            continue
+        embed, head = row.embed_mult or 1.0, row.head_mult or 1.0
+        if row.tie_mode == 'untied':
+            untied[(embed, head)] = loss
+        elif row.tie_mode == 'tied':
+            tied[embed] = loss
+    return untied, tied
+
+
+def plot_rate_sweep(path, info, key='val_loss_all'):
+    """Experiment 6's figure: untied's loss over (embed rate, head rate) as a heat map with its best cell boxed,
+    and tied's over its one rate beside it, with untied's best as a line. False, with no file, where matplotlib
+    is missing or the grid sweeps no rate (fewer than two embed and two head rates)."""
+    plt = pyplot()
+    untied, tied = rate_cells(info, key)
+    embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
+    if plt is None or len(embeds) < 2 or len(heads) < 2:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw=dict(width_ratios=[1.2, 1]))
+    grid = [[untied.get((e, h), float('nan')) for h in heads] for e in embeds]
+    best = min(untied, key=untied.get)
+    finite = [v for v in untied.values() if math.isfinite(v)]
+    image = left.imshow(grid, origin='lower', cmap='viridis_r', aspect='auto',
+                        vmin=min(finite), vmax=min(max(finite), min(finite) + 1.0))  # a diverged cell saturates
+    for i, e in enumerate(embeds):
+        for j, h in enumerate(heads):
+            if (e, h) in untied:
+                left.text(j, i, f"{untied[(e, h)]:.3f}", ha='center', va='center', fontsize=7,
+                          color='white' if untied[(e, h)] > min(finite) + 0.5 else 'black',
+                          fontweight='bold' if (e, h) == best else 'normal')
+    left.add_patch(plt.Rectangle((heads.index(best[1]) - 0.5, embeds.index(best[0]) - 0.5), 1, 1, fill=False,
+                                 edgecolor='red', linewidth=2))
+    left.set_xticks(range(len(heads)), [f"{h:g}" for h in heads])
+    left.set_yticks(range(len(embeds)), [f"{e:g}" for e in embeds])
+    left.set_xlabel('head rate / learning_rate')
+    left.set_ylabel('embedding rate / learning_rate')
+    left.set_title(f"untied: {key} (best boxed: embed x{best[0]:g}, head x{best[1]:g})", fontsize=9)
+    fig.colorbar(image, ax=left, fraction=0.05)
+    if tied:
+        rates = sorted(tied)
+        right.plot(rates, [tied[r] for r in rates], marker='o', color='C1', label='tied (one rate)')
+        low = min(tied, key=tied.get)
+        right.plot([low], [tied[low]], marker='o', markersize=11, fillstyle='none', color='red')
+    right.axhline(untied[best], color='C0', linestyle='--', label=f"untied at its best ({untied[best]:.3f})")
+    right.axhline(untied.get((1.0, 1.0), float('nan')), color='C0', linestyle=':', label='untied at x1, x1')
+    right.set_xscale('log')
+    if tied:
+        right.set_xticks(sorted(tied), [f"{r:g}" for r in sorted(tied)])
+        right.minorticks_off()
+    right.set_xlabel('shared matrix rate / learning_rate')
+    right.set_ylabel(key)
+    finite_tied = [v for v in tied.values() if math.isfinite(v)] + finite
+    right.set_ylim(min(finite_tied) - 0.02, min(max(finite_tied), min(finite_tied) + 1.0) + 0.02)
+    right.grid(True, which='both', alpha=0.25)
+    right.legend(fontsize=8)
+    optimizer = 'Muon + AdamW' if info['config'].get('optimizer') == 'muon' else 'AdamW'
+    right.set_title(f"tied vs untied ({optimizer}, learning_rate {info['config']['learning_rate']:g}, "
+                    f"{info['max_iters']} iterations)", fontsize=9)
+    save(plt, fig, path)
+    return True
+
+
+def plot_tuned_lens(path, info):
+    """Claim 17's figure: each layer's tuned-lens loss (solid) and logit-lens loss (dashed), mean over seeds with
+    their range, one colour per mode. False, with no file, where matplotlib is missing or no row has the lens."""
+    plt = pyplot()
+    layers = info['config']['n_layer'] + 1
+    lensed = {mode: cells for mode, cells in info['modes'].items() if cells.get('lens_tuned_0', {}).get('mean') is not None}
+    if plt is None or not lensed:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    colors = plt.get_cmap('tab10').colors
+    for k, (mode, cells) in enumerate(lensed.items()):
+        for kind, style in (('tuned', '-'), ('logit', '--')):
+            seeds = [cells[f'lens_{kind}_{layer}']['per_seed'] for layer in range(layers)]
+            mean = [statistics.fmean(values) for values in seeds]
+            ax.fill_between(range(layers), [min(v) for v in seeds], [max(v) for v in seeds], color=colors[k % 10],
+                            alpha=0.15, linewidth=0)
+            ax.plot(range(layers), mean, color=colors[k % 10], linestyle=style, marker='o', markersize=3,
+                    label=f"{info['labels'][mode]}, {kind} lens")
+    ax.set_xticks(range(layers), ['embedding'] + [f'block {layer}' for layer in range(1, layers)])
+    ax.set_ylabel('validation loss read at that layer')
+    ax.set_title(f"tuned lens (solid) and logit lens (dashed), {info['dataset']}: mean of {len(info['seeds'])} "
+                 f"seed(s), range shaded", fontsize=9)
+    ax.grid(True, alpha=0.25)
+    ax.legend(fontsize=7, ncol=2)
+    save(plt, fig, path)
+    return True

@@ -63,7 +63,7 @@ def check_row(name):
         raise UserError(f"--modes has {name}, a head rate for tie_mode {row.tie_mode}, whose head and token table "
                         f"are one matrix with one rate: give it an embed rate (_eX) instead")
 
-ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs')
+ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 
 
 # Keys that do not change what a run computes; all others must match to skip or resume a run.

@@ -15,7 +15,8 @@ from lib.command_line import UserError
 from lib.evaluation import recorded_eval_seed
 from lib.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
-                             alignment_numbers, bucket_numbers, number, read_metrics, read_result, run_numbers)
+                             alignment_numbers, bucket_numbers, lens_keys, lens_numbers, number, read_metrics, read_result,
+                             run_numbers)
 
 
 CSV_FIELDS = ('mode', 'seed', 'iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec',
@@ -183,13 +184,16 @@ def summarize(cfg, runs, vocab_size, argv):
         numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg, best=True))
         numbers['eval_seed'] = recorded_eval_seed(result['config'])
         numbers.update(alignment_numbers(run_cfg['out_dir'], None if mode == 'untied' else untied_dirs.get(seed)))
+        lens_rows = cfg.get('tuned_lens', '').split(',')
+        numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in lens_rows
+                       else dict.fromkeys(lens_keys(cfg['n_layer'])))
         per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
     table = {}
     for mode, seed_numbers in per_mode.items():
         table[mode] = {}
         for key in ([key for key, _, _ in COLUMNS + BUCKET_COLUMNS + BEST_BUCKET_COLUMNS + ALIGNMENT_COLUMNS]
-                    + BUCKET_TOKENS + BEST_BUCKET_TOKENS):
+                    + BUCKET_TOKENS + BEST_BUCKET_TOKENS + lens_keys(cfg['n_layer'])):
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
         # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
@@ -281,6 +285,8 @@ def markdown(info):
         "",
         f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
         f"batch {cfg['batch_size']} x {cfg['gradient_accumulation_steps']}, {info['max_iters']} iterations, "
+        + (f"Muon for the blocks' matrices (lr {cfg['muon_lr']:g}, momentum {cfg['muon_momentum']:g}) and AdamW for "
+           f"the rest, " if cfg.get('optimizer') == 'muon' else "AdamW, ") +
         f"lr {cfg['learning_rate']:g} (warmup {cfg['warmup_iters']}, cosine to {cfg['min_lr']:g} at "
         f"{cfg['lr_decay_iters'] or info['max_iters']}), init_std {cfg['init_std']:g}, "
         f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, emb_scale={str(cfg['emb_scale']).lower()}, "
@@ -324,6 +330,7 @@ def markdown(info):
     if info.get('runs_without_best') is not None:
         lines += best_point_lines(info, versus)
     lines += gradient_source_lines(info)
+    lines += lens_lines(info)
     aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
     if aligned:
         lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
@@ -411,6 +418,31 @@ def gradient_source_lines(info):
               + ("; 95 % interval of the mean by Student's t: [{1:.2f}, {2:.2f}]".format(*mean_interval(values))
                  if len(values) > 1 else "")
               for mode, values in probed.items()]
+    return lines
+
+
+def lens_lines(info):
+    """Claim 17: the tuned lens per layer, mean ± std over seeds, the logit lens beside it, and how far each layer
+    is from the run's own final loss (the gap) as mode minus untied, by Welch's t."""
+    layers = info['config']['n_layer'] + 1
+    lensed = {mode: cells for mode, cells in info['modes'].items() if cells['lens_tuned_0']['mean'] is not None}
+    if not lensed:
+        return []
+    names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
+    lines = ["", "Tuned lens (lib/tuned_lens.py, final checkpoint, whole validation split): each layer's loss through "
+                 "an affine translator trained, with the model frozen, to match the final distribution; the last "
+                 "layer is the model itself:", ""]
+    lines += table_lines(info, names, lensed, lambda cells, i: fmt(cells[f'lens_tuned_{i}'], '{:.3f}', ''))
+    lines += ["", "The plain logit lens (no translator: each layer read by the final norm and head as they are):", ""]
+    lines += table_lines(info, names, lensed, lambda cells, i: fmt(cells[f'lens_logit_{i}'], '{:.3f}', ''))
+    if 'untied' in lensed:
+        base = lensed['untied']
+        lines += ["", "How far each layer still is from its run's own final loss (tuned lens minus final loss), mode "
+                      "minus untied [95 % interval by Welch's t]; positive: that layer holds less of the final "
+                      "prediction than untied's does:", ""]
+        lines += table_lines(info, names[:-1], {mode: cells for mode, cells in lensed.items() if mode != 'untied'},
+                             lambda cells, i: fmt_interval(*welch_interval(cells[f'lens_gap_{i}']['per_seed'],
+                                                                           base[f'lens_gap_{i}']['per_seed'])))
     return lines
 
 

@@ -41,7 +41,7 @@ def check_optimizer_args(cfg):
     uses_own_rates += ['--optimizer=muon'] if cfg['optimizer'] == 'muon' else []
     if uses_own_rates and cfg['learning_rate'] <= 0:
         # every group follows learning_rate's schedule, as a fraction of its peak: there must be a peak
-        raise UserError(f"{' and '.join(uses_own_rates)} need a positive --learning_rate (the schedule every rate "
+        raise UserError(f"{' and '.join(uses_own_rates)} {'need' if len(uses_own_rates) > 1 else 'needs'} a positive --learning_rate (the schedule every rate "
                         f"follows), got {cfg['learning_rate']}")
 
 

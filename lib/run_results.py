@@ -270,3 +270,45 @@ def alignment_numbers(run_dir, untied_dir):
                    cka_head=linear_cka(W, untied['lm_head.weight']), cka_floor=random_cka_floor(*W.shape))
     atomic_write_bytes(cache, (json.dumps(dict(made_from=made_from, numbers=numbers)) + '\n').encode())
     return numbers
+
+
+# Claim 17 (Lopardo et al. 2026): does tying make the early layers contribute less to the prediction? The
+# tuned lens of a run's final checkpoint (lib/tuned_lens.py): per layer (0: the embedding's output, then each
+# block's), the whole-split loss through a trained translator ('tuned') and through none ('logit'), and the
+# tuned loss minus the run's own ('gap': how far that layer still is from the final prediction).
+LENS_FILE = 'tuned_lens.json'  # in the run's folder, reused while ckpt.pt is unchanged
+
+
+def lens_keys(n_layer):
+    return [f'lens_{kind}_{layer}' for kind in ('tuned', 'logit', 'gap') for layer in range(n_layer + 1)]
+
+
+def lens_numbers(run_dir, cfg):
+    """The lens_keys of one run's ckpt.pt: from LENS_FILE when it describes that file there now, else by training
+    its translators (on cfg's device, about a minute on one thread for experiment 5's BPE model) and writing it.
+    None for every key where the run has no checkpoint."""
+    from lib import tuned_lens
+    ckpt_path = os.path.join(run_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        return dict.fromkeys(lens_keys(cfg['n_layer']))
+    stat = os.stat(ckpt_path)
+    made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
+                     steps=tuned_lens.LENS_STEPS, batch=tuned_lens.LENS_BATCH, lr=tuned_lens.LENS_LR,
+                     seed=tuned_lens.LENS_SEED, max_targets=tuned_lens.LENS_MAX_TARGETS)
+    path = os.path.join(run_dir, LENS_FILE)
+    try:
+        with open(path, encoding='utf-8') as f:
+            saved = json.load(f)
+        lens = saved['lens'] if saved['made_from'] == made_from else None
+    except (OSError, ValueError, KeyError, TypeError):
+        lens = None  # none yet, or unreadable: measure again; the file is only a cache
+    if lens is None:
+        model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)
+        splits, _ = load_splits(dict(cfg, block_size=model.config.block_size))
+        lens = tuned_lens.tuned_lens(model, splits, pick_device(cfg['device']))
+        atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, lens=lens)) + '\n').encode())
+    numbers = {}
+    for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit'])):
+        numbers.update({f'lens_tuned_{layer}': tuned, f'lens_logit_{layer}': logit,
+                        f'lens_gap_{layer}': tuned - lens['tuned'][-1]})
+    return numbers

@@ -202,7 +202,7 @@ def test_a_bad_optimizer_value_is_one_line_naming_the_key(arg, named):
 
 
 def test_own_rates_need_a_learning_rate_to_follow():
-    with pytest.raises(UserError, match='need a positive --learning_rate'):
+    with pytest.raises(UserError, match='needs a positive --learning_rate'):
         config('--learning_rate=0', '--embed_lr=1e-3')
     config('--learning_rate=0')  # alone still allowed: every group at learning_rate's schedule
 

@@ -1,0 +1,161 @@
+"""The tuned lens (Belrose et al. 2023, arXiv 2303.08112): how much of the final prediction each layer holds.
+
+Layer 0 is the residual stream as the embedding leaves it (the first block's input), layer l the output of
+block l. For each layer below the last, an affine translator T_l(h) = A_l h + b_l, starting at the identity,
+is trained with the model frozen so that the model's own final norm and head read the translated state as
+the model's final distribution: minimise KL(final || head(ln_f(T_l(h_l)))), all layers at once, on training
+windows. Then a layer's lens loss is the cross-entropy of head(ln_f(T_l(h_l))) over the whole validation
+split. The last layer needs no translator: its lens loss is the model's own loss.
+
+The plain logit lens is the same with every translator left at the identity: it reads an early state as if it
+were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (DESIGN.md (*)) and the
+head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
+rather than what the layer knows; an untied head was never shaped to read layer 0 at all. A translator learns
+whatever basis each layer uses, so tied and untied models are compared on what their layers hold. Both are
+reported (tuned_lens.json in a run's folder, lib/run_results.lens_numbers).
+
+For one finished run (about a minute for experiment 5's BPE model on one thread):
+
+    from lib.tuned_lens import tuned_lens_of_run
+    print(tuned_lens_of_run('out-ablation-bpe-2026/tied-seed1337'))  # {'tuned': [...], 'logit': [...], ...}
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lib.prepared_data import get_batch, whole_split_windows
+
+LENS_STEPS = 300           # translator training steps (Adam, rate decayed linearly to 0)
+LENS_BATCH = 4             # training windows of the model's block_size per step
+LENS_LR = 1e-2
+LENS_SEED = 0              # the training windows: the same for every run, whatever its seed
+SETTLED = 1e-6             # nats of KL below which a layer already reads as the final one
+LENS_MAX_TARGETS = 1 << 18  # the validation split scored, up to this many targets (as the frequency buckets)
+EVAL_BATCH = 32            # windows per forward pass when scoring
+
+
+def residual_states(model, idx):
+    """([layer 0, ..., layer n_layer] states, each (B, T, C)), logits): the residual stream entering the first
+    block and leaving each block, taken by hooks from the model's own forward pass."""
+    states = []
+    hooks = [model.blocks[0].register_forward_pre_hook(lambda module, args: states.append(args[0]))]
+    hooks += [block.register_forward_hook(lambda module, args, out: states.append(out)) for block in model.blocks]
+    try:
+        logits, _ = model(idx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return states, logits
+
+
+class Translators(nn.Module):
+    """One affine map per layer below the last, each starting as the identity (the logit lens)."""
+
+    def __init__(self, n_layer, width):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(n_layer))
+        with torch.no_grad():
+            for layer in self.layers:
+                layer.weight.copy_(torch.eye(width))
+                layer.bias.zero_()
+
+
+def read_out(model, h):
+    """The model's own final norm and head (with its tie mode's transform) applied to a state h (B, T, C)."""
+    return model.head(model.ln_f(h))
+
+
+def train_translators(model, tokens, device='cpu', steps=LENS_STEPS, batch_size=LENS_BATCH, lr=LENS_LR, seed=LENS_SEED,
+                      kind=None):
+    """Translators fitted to the frozen model on windows of tokens (its training split)."""
+    cfg = model.config
+    translators = Translators(cfg.n_layer, cfg.n_embd).to(device)
+    # Adam: the embedding's translator (a linear map from token vectors to the final distribution) is far from
+    # the identity, and SGD crawls there (docs/optimizers.md: layer 0 of a tied BPE run at 6.31 after 300 SGD
+    # steps, 4.99 after 400 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
+    # blocks above it are the identity) keeps the identity: its gradient is float32 noise, which Adam would
+    # turn into steps the size of the rate.
+    optimizer = kind(translators.parameters(), lr=lr) if kind else torch.optim.Adam(translators.parameters(), lr=lr)
+    fit, last, settled = {}, max(1, steps // 10), set()  # fit: the mean KL of each layer over the last tenth
+    generator = torch.Generator().manual_seed(seed)
+    needs_grad = [p.requires_grad for p in model.parameters()]
+    model.requires_grad_(False)  # frozen: gradients reach the translators only
+    model.eval()
+    try:
+        for step in range(steps):
+            for group in optimizer.param_groups:
+                group['lr'] = lr * (1 - step / steps)
+            x, _, _ = get_batch(tokens, batch_size, cfg.block_size, generator)
+            with torch.no_grad():
+                states, logits = residual_states(model, x.to(device))
+                final = F.log_softmax(logits.float().flatten(0, 1), dim=-1)  # (B*T, n)
+            for translator, h in zip(translators.layers, states):  # one layer's graph at a time: less memory
+                if translator in settled:
+                    continue
+                lens = F.log_softmax(read_out(model, translator(h)).float().flatten(0, 1), dim=-1)
+                kl = F.kl_div(lens, final, log_target=True, reduction='sum') / len(final)
+                if step == 0 and kl.item() < SETTLED:
+                    settled.add(translator)
+                    continue
+                kl.backward()
+                if step >= steps - last:
+                    fit[translator] = fit.get(translator, 0.0) + kl.item() / last
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    finally:
+        for p, flag in zip(model.parameters(), needs_grad):
+            p.requires_grad_(flag)
+    translators.fit = [fit.get(layer, 0.0) for layer in translators.layers]
+    return translators
+
+
+@torch.no_grad()
+def lens_losses(model, translators, tokens, device='cpu', max_targets=LENS_MAX_TARGETS):
+    """{'tuned': [loss per layer], 'logit': [...], 'targets': count}: mean cross-entropy over the first
+    min(len(tokens) - 1, max_targets) targets of tokens, each predicted once, through each layer's
+    translator (tuned) and through none (logit); the last entry of both is the model's own loss."""
+    model.eval()
+    layers = model.config.n_layer + 1
+    sums = dict(tuned=[0.0] * layers, logit=[0.0] * layers)
+    count = 0
+    for x_all, y_all in whole_split_windows(tokens, model.config.block_size, max_targets):
+        for i in range(0, len(x_all), EVAL_BATCH):
+            x, y = x_all[i:i + EVAL_BATCH].to(device), y_all[i:i + EVAL_BATCH].to(device).flatten()
+            states, logits = residual_states(model, x)
+            for layer, h in enumerate(states):
+                last = layer == layers - 1
+                tuned = logits if last else read_out(model, translators.layers[layer](h))
+                logit = logits if last else read_out(model, h)
+                for kind, out in (('tuned', tuned), ('logit', logit)):
+                    sums[kind][layer] += F.cross_entropy(out.float().flatten(0, 1), y, reduction='sum').item()
+            count += len(y)
+    return dict(tuned=[s / count for s in sums['tuned']], logit=[s / count for s in sums['logit']], targets=count)
+
+
+def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
+    """Train the translators on splits['train'], score every layer on splits['val']: lens_losses' dict plus
+    'log_n' (a uniform guess), 'layers' (their names) and 'fit_kl' (each translator's KL at the end of training)."""
+    model = model.to(device)
+    translators = train_translators(model, splits['train'], device, steps=steps)
+    result = lens_losses(model, translators, splits['val'], device)
+    result['fit_kl'] = translators.fit  # how closely each translator matches the final distribution, in training
+    result['layers'] = ['embedding'] + [f'block {l + 1}' for l in range(model.config.n_layer)]
+    result['log_n'] = math.log(model.config.vocab_size)
+    return result
+
+
+def tuned_lens_of_run(run_dir, data_dir=None, device='cpu'):
+    """tuned_lens() of a run's final checkpoint (run_dir/ckpt.pt) on the dataset it was trained on (its recorded
+    data_dir and dataset, or data_dir instead)."""
+    import os
+    from lib import run_files
+    from lib.prepared_data import load_splits
+    path = os.path.join(run_dir, 'ckpt.pt')
+    ckpt = run_files.load_checkpoint(path, 'cpu')
+    model = run_files.model_from_checkpoint(ckpt, path)
+    cfg = ckpt['config']
+    splits, _ = load_splits(dict(cfg, data_dir=data_dir or cfg['data_dir'], block_size=model.config.block_size))
+    return tuned_lens(model, splits, device)
