@@ -79,30 +79,34 @@ import train
 from lib import machine, run_files
 from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
                                parse_row, recorded_config, untie_iter)
-from lib.ablation_figure import plot, plot_gradient_sources
+from lib.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
 from lib.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
-from lib.atomic_files import atomic_write_bytes
+from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.evaluation import recorded_eval_seed
-from lib.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, say, usable_cores
+from lib.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
+from lib.progress import GridBar, say
 from lib.machine import pick_device, pick_dtype
 from lib.prepared_data import load_meta
-from lib.run_results import BucketData, bucket_numbers, read_result
+from lib.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
 # train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
 # because the table's 1 % point and the first hundred steps of the curves need every step.
 DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
 DEFAULTS.update(
-    out_dir='out-ablation',
-    log_interval=1,
-    modes=','.join(MODES),      # comma separated, trained in this order
+    out_dir='out-ablation',     # the ablation's folder: a folder per run, the summary and the figures
+    log_interval=1,             # every step logged: the table's 1 % point and the curves' first steps need them
+    modes=','.join(MODES),      # rows, comma separated, trained in this order: tie modes, tied_untie, each with
+                                # optional settings of its own (_igsK, _eX, _hY: lib/ablation_grid.py)
     seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
-    quick=False,                # the preset below
+    quick=False,                # a tiny model and a few tens of iterations (QUICK below): seconds per row
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
     versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
     jobs=0,                     # runs side by side, each a process with its share of the cores as torch threads;
                                 # 0: one per CPU core (one on a GPU); 1: one after another in this process
+    tuned_lens='',              # rows (comma separated) whose final checkpoints get the tuned lens (lib/tuned_lens.py),
+                                # about a minute a run, made by its worker as it ends; 'all' for every row
 )
 
 # --quick: a tiny model and a few tens of iterations, seconds per mode, for tests and smoke checks.
@@ -135,6 +139,13 @@ def parse_args(argv):
         check_row(name)
     if cfg['seeds'] < 1:
         raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
+    if cfg['tuned_lens'] == 'all':
+        cfg['tuned_lens'] = cfg['modes']
+    lens_rows = [name.strip() for name in cfg['tuned_lens'].split(',') if name.strip()]
+    if any(name not in cfg['modes'].split(',') for name in lens_rows):
+        raise UserError(f"--tuned_lens={cfg['tuned_lens']} names rows that --modes={cfg['modes']} does not train; "
+                        f"give some of its rows, or 'all'")
+    cfg['tuned_lens'] = ','.join(dict.fromkeys(lens_rows))
     if cfg['jobs'] < 0:
         raise UserError(f"--jobs must be 0 (one run per CPU core) or a positive number of runs side by side, "
                         f"got {cfg['jobs']}")
@@ -223,7 +234,7 @@ def plan(cfg, runs):
             finished.append((mode, seed))
             continue
         tasks.append(Task(label=f"{mode} seed {seed}", run_dir=run_dir, iters=cfg['max_iters'], done_iters=state,
-                          group=mode, payload=(mode, seed, run_cfg)))
+                          group=mode, payload=(mode, seed, run_cfg, mode in cfg['tuned_lens'].split(','))))
     return finished, tasks
 
 
@@ -246,7 +257,7 @@ def train_run(payload, progress):
     """Train one run that this process has claimed (lib/grid_runner.py), printing into the run's train.log:
     found finished by another process meanwhile, continued from its checkpoint, or started. Written last
     and atomically, result.json means the run is complete. Module-level: a worker process imports it."""
-    mode, seed, run_cfg = payload
+    mode, seed, run_cfg, with_lens = payload
     wanted = recorded_config(run_cfg)
     state = run_state(run_cfg['out_dir'], wanted)  # again: another process may have moved it on since planning
     if state == 'finished':
@@ -271,6 +282,8 @@ def train_run(payload, progress):
     data = BucketData(run_cfg)
     for best in (False, True):
         bucket_numbers(run_cfg['out_dir'], data, run_cfg, best=best)
+    if with_lens:  # likewise the tuned lens, where asked for: its cache file is what the summary reads
+        lens_numbers(run_cfg['out_dir'], run_cfg)
     line = (f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) after "
             f"{summary['iters']} iterations, {summary['wall_s']:.0f} s")
     print(line, flush=True)
@@ -329,7 +342,7 @@ def ablate(cfg, argv=()):
         run_cfg = dict(run_cfg, vocab_size=run_cfg['vocab_size'] or meta['vocab_size'])
         machine.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
                            pick_dtype(cfg['dtype'], device))
-    os.makedirs(cfg['out_dir'], exist_ok=True)
+    make_folder(cfg['out_dir'], '--out_dir')  # made if missing, else one line naming it
     try:
         done = run_all(cfg, runs)
     except KeyboardInterrupt as e:
@@ -352,18 +365,24 @@ def ablate(cfg, argv=()):
                             "another in this process")
     if cfg['versus']:
         info['versus_other'] = versus_other(info, cfg['versus'])
-    write_csv(os.path.join(cfg['out_dir'], 'ablation.csv'), csv_rows)
     table = markdown(info)
-    atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.md'), table.encode())
-    atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.json'), (json.dumps(info, indent=1) + '\n').encode())
     figure = os.path.join(cfg['out_dir'], 'loss_curves.png')
-    has_figure = plot(figure, curves, info)
-    has_sources = has_figure and plot_gradient_sources(os.path.join(cfg['out_dir'], 'grad_sources.png'), curves, info)
+    # Each written whole or not at all (atomic); a file that cannot be written is one line naming it, and the
+    # runs stay: the same command writes the summary again without training anything.
+    with output_file(os.path.join(cfg['out_dir'], 'summary.md'), 'the summary in --out_dir'):
+        write_csv(os.path.join(cfg['out_dir'], 'ablation.csv'), csv_rows)
+        atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.md'), table.encode())
+        atomic_write_bytes(os.path.join(cfg['out_dir'], 'summary.json'), (json.dumps(info, indent=1) + '\n').encode())
+        has_figure = plot(figure, curves, info)
+        has_sources = has_figure and plot_gradient_sources(os.path.join(cfg['out_dir'], 'grad_sources.png'), curves,
+                                                           info)
+        extra = [name for name, drawn in (('rate_sweep.png', plot_rate_sweep), ('tuned_lens.png', plot_tuned_lens))
+                 if has_figure and drawn(os.path.join(cfg['out_dir'], name), info)]
     print(table)
     print(f"{len(done['trained'])} runs trained, {len(done['resumed'])} resumed, {len(done['skipped'])} skipped "
           f"(finished earlier), in {time.time() - started:.0f} s; wrote {cfg['out_dir']}/ablation.csv, "
           f"summary.md, summary.json" + (", loss_curves.png" if has_figure else "")
-          + (", grad_sources.png" if has_sources else ""))
+          + (", grad_sources.png" if has_sources else "") + ''.join(f", {name}" for name in extra))
     if not has_figure:
         print("matplotlib is not installed, so there is no loss_curves.png; get it with: pip install matplotlib "
               "and re-run the same command (finished runs are not trained again)")

@@ -44,10 +44,10 @@ DEFAULTS = dict(train.DEFAULTS,
                 bench_warmup=10,     # untimed steps first (and compile, if on)
                 bench_iters=30,      # timed steps per row
                 rounds=10,           # with --compare: the timed steps are split into this many interleaved rounds
-                compare=False,
+                compare=False,       # time every setting (dtypes, tie modes, optimizers, the probe) side by side
                 compare_compile='auto',  # with --compare: also the torch.compile rows; auto: where train.py's
                                          # compile=auto would compile (CUDA), since each compiles first: slow on a CPU
-                compare_modes=','.join(TIE_MODES),
+                compare_modes=','.join(TIE_MODES),  # with --compare: the tie modes timed, comma separated
                 grad_probe=False)    # every step as a logged step of train.py: with the grad_in/grad_out probe
 
 

@@ -33,7 +33,7 @@ import time
 
 import torch
 
-from lib.atomic_files import atomic_path
+from lib.atomic_files import atomic_path, output_file
 from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_meta
 from lib.init_loss_formula import predicted_initial_loss
@@ -44,15 +44,18 @@ from lib.prepared_data import get_codec
 
 MODEL_KEYS = ('vocab_size', 'n_embd', 'n_layer', 'n_head', 'block_size', 'init_std', 'shuffle_groups')
 DEFAULTS = dict(
-    vocab_size=50257, n_embd=768, n_layer=12, n_head=12,  # GPT-2 small
+    vocab_size=50257,       # n (GPT-2 small's shape by default)
+    n_embd=768,             # d, the width
+    n_layer=12,             # blocks (identity blocks where zero_init_residual)
+    n_head=12,              # attention heads per block
     block_size=64,          # context measured; short to keep the table near a minute on a CPU
     batch_size=2,           # sequences per seed
     seeds=3,                # weight draws averaged per row
-    init_std=0.02,
-    shuffle_groups=4,
-    modes=','.join(TIE_MODES),
-    device='cpu',
-    json=False,
+    init_std=0.02,          # sigma, the std of every weight matrix at init
+    shuffle_groups=4,       # g for tie_mode=shufflenet
+    modes=','.join(TIE_MODES),  # the tie modes measured, comma separated
+    device='cpu',           # where the models run: cpu, cuda, mps
+    json=False,             # one JSON object per row on stdout instead of the table
     default_init=False,     # add rows for plain tying with PyTorch's default init, each direction of the line
     init_from='',           # gpt2, gpt2-medium, gpt2-large, gpt2-xl or a transformers folder: measure it on --text
     text='',                # with init_from: a UTF-8 text file, measured from its start
@@ -241,7 +244,7 @@ def plot_initial_logits(path, args, modes):
     fig.suptitle(f"One position's logits at init: vocab {n}, width {args['n_embd']}, {args['n_layer']} layers, "
                  f"sigma {args['init_std']:g}, identity blocks, sqrt(d) input scaling", fontsize=9)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
+    with output_file(path, '--plot'), atomic_path(path) as tmp:
         with open(tmp, 'wb') as f:
             fig.savefig(f, format='png', dpi=110)
     plt.close(fig)

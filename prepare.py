@@ -36,7 +36,7 @@ import urllib.request
 
 import numpy as np
 
-from lib.atomic_files import atomic_path, atomic_write_bytes, remove_stale_temps
+from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, parse_config, run_cli
 from lib.machine import out_of_memory_reason
 from lib.prepared_data import compact_ids, gpt2_encoding
@@ -59,7 +59,7 @@ DEFAULTS = dict(
     input="",         # a UTF-8 text file to prepare instead of the default corpus
     tokenizer="auto",  # auto: gpt2 for a dataset named shakespeare, char otherwise
     source="auto",    # default corpus: whichever is cached, else tinyshakespeare, else registry
-    out_dir="data",
+    out_dir="data",   # the folder that gets <dataset>/train.bin, val.bin and meta.json
     compact_vocab=False,  # gpt2 only: keep the GPT-2 ids that occur in the text, renumbered 0..k-1
 )
 CHOICES = dict(
@@ -235,6 +235,7 @@ def resolve_names(config):
 
 def write_dataset(data_dir, ids, meta):
     """Write the bins, then meta.json: a folder with meta.json always has complete, matching bins."""
+    make_folder(os.path.dirname(data_dir) or '.', '--out_dir')  # made if missing; a file in the way is one line
     os.makedirs(data_dir, exist_ok=True)
     meta_path = os.path.join(data_dir, "meta.json")
     for name in ("train.bin", "val.bin", "meta.json"):  # partial files of a run that was killed

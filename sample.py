@@ -21,15 +21,15 @@ from lib.prepared_data import get_codec
 
 DEFAULTS = dict(
     init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
-    out_dir='out',
+    out_dir='out',          # the run whose ckpt.pt samples (with init_from=resume)
     start='\n',             # the prompt, or FILE:path to read it from a file
-    num_samples=3,
-    max_new_tokens=500,
+    num_samples=3,          # samples printed, one after another
+    max_new_tokens=500,     # tokens generated per sample
     temperature=0.8,        # 1.0 samples the model's distribution, lower is more conservative, 0 is greedy
     top_k=200,              # keep only the top_k most likely tokens; 0 keeps all
-    seed=1337,
-    device='auto',
-    dtype='auto',
+    seed=1337,              # the sampling's random draws
+    device='auto',          # auto: cuda, then mps, then cpu
+    dtype='auto',           # auto: as train.py picks it (bfloat16 where it is native, else float32)
 )
 SEPARATOR = '-' * 15
 

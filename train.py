@@ -21,7 +21,6 @@ import zlib
 from contextlib import nullcontext
 
 import torch
-from tqdm import tqdm
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import start_from_pretrained
@@ -31,6 +30,7 @@ from lib.evaluation import estimate_loss
 from lib.optimizers import (OPTIMIZERS, build_optimizer, check_head_lr, check_optimizer_args,
                             check_same_optimizer, set_rates, untie_head)
 from lib.probes import GradSources
+from lib.progress import training_progress
 from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
                            check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
 from model import GPT, TIE_MODES, GPTConfig
@@ -38,32 +38,32 @@ from lib.prepared_data import get_batch, load_splits
 
 DEFAULTS = dict(
     # I/O
-    out_dir='out',
+    out_dir='out',                  # where ckpt.pt, best.pt and metrics.csv go (made if missing)
     dataset='shakespeare_char',     # data/<dataset>/ made by prepare.py
-    data_dir='data',
+    data_dir='data',                # the folder that holds the prepared datasets
     init_from='scratch',            # 'scratch', 'resume' (from out_dir/ckpt.pt), or pretrained GPT-2: gpt2,
                                     # gpt2-medium, gpt2-large, gpt2-xl, or a transformers folder (lib/hf_gpt2.py)
-    eval_interval=250,
+    eval_interval=250,              # iterations between evaluations (and checkpoints)
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
     eval_seed=11337,                # their generator's seed: one for every --seed, so seeds compare (lib/evaluation.py)
-    log_interval=10,
-    progress=True,                  # the tqdm bar
+    log_interval=10,                # iterations between rows of metrics.csv (and lines of the log)
+    progress=True,                  # a bar on a terminal; elsewhere (a log file) a line per logged iteration
     # data
-    batch_size=12,
-    block_size=64,
-    gradient_accumulation_steps=1,  # summed over all DDP ranks
+    batch_size=12,                  # sequences per micro-batch
+    block_size=64,                  # context length in tokens
+    gradient_accumulation_steps=1,  # micro-batches per optimizer step, summed over all DDP ranks
     # model (see model.GPTConfig)
-    n_layer=4,
-    n_head=4,
-    n_embd=128,
-    dropout=0.0,
-    bias=False,
+    n_layer=4,                      # transformer blocks
+    n_head=4,                       # attention heads per block
+    n_embd=128,                     # d, the width: n_embd / n_head per head
+    dropout=0.0,                    # dropout probability in the blocks and after the embeddings
+    bias=False,                     # biases in the blocks' Linears and LayerNorms (never in the head)
     vocab_size=None,                # None: the dataset's vocabulary
-    init_std=0.02,
-    tie_mode='tied',
-    emb_scale=False,
-    zero_init_residual=False,
-    shuffle_groups=4,
+    init_std=0.02,                  # sigma: the std of every weight matrix at init, the shared one included
+    tie_mode='tied',                # how the head relates to the token embedding (README's table of modes)
+    emb_scale=False,                # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
+    zero_init_residual=False,       # zero the residual output projections: every block starts as the identity
+    shuffle_groups=4,               # g for tie_mode=shufflenet (must divide n_embd)
     gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
     input_grad_scale=1.0,           # k: the token lookup's gradient times k (Lopardo et al. 2026; model.ScaleGrad)
     untie_at=None,                  # a fraction of max_iters, e.g. 0.667: tied until then, untied after
@@ -74,23 +74,23 @@ DEFAULTS = dict(
     learning_rate=1e-3,             # AdamW's peak rate; every other rate follows its schedule, as a fraction of it
     embed_lr=None,                  # the token table's peak rate (the shared matrix's, when tied); None: learning_rate
     head_lr=None,                   # an untied head's peak rate; None: learning_rate (after --untie_at: embed_lr)
-    muon_lr=8e-3,                   # Muon's peak rate, in AdamW's units (match_rms_adamw); chosen by a sweep (docs/training.md)
-    muon_momentum=0.95,             # Muon's momentum (Nesterov)
-    max_iters=2000,
-    weight_decay=0.1,
-    beta1=0.9,
-    beta2=0.99,
-    grad_clip=1.0,                  # 0 disables
-    decay_lr=True,
-    warmup_iters=100,
-    lr_decay_iters=None,            # None: max_iters
-    min_lr=1e-4,
+    muon_lr=8e-3,                   # Muon's peak rate, in AdamW's units (match_rms_adamw); from config/muon_sweep.sh
+    muon_momentum=0.95,             # Muon's momentum (Nesterov); from config/muon_sweep.sh
+    max_iters=2000,                 # optimizer steps in all
+    weight_decay=0.1,               # decoupled decay of the matrices (not of biases and norm gains)
+    beta1=0.9,                      # AdamW's first-moment decay
+    beta2=0.99,                     # AdamW's second-moment decay
+    grad_clip=1.0,                  # the largest gradient norm (clipped above it); 0 disables
+    decay_lr=True,                  # warmup then cosine decay; false keeps learning_rate throughout
+    warmup_iters=100,               # iterations of linear warmup
+    lr_decay_iters=None,            # where the cosine reaches min_lr; None: max_iters
+    min_lr=1e-4,                    # learning_rate at the end of the cosine
     # system
     device='auto',                  # auto: cuda, then mps, then cpu
     dtype='auto',                   # auto: bfloat16 on GPUs that support it (else float16) and on CPUs with
                                     # native bf16 (avx512_bf16, AMX); float32 elsewhere
     compile='auto',                 # auto: on for CUDA, off elsewhere
-    seed=1337,
+    seed=1337,                      # the weights' draw and the data order (each DDP rank adds its rank)
 )
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'), optimizer=OPTIMIZERS)
 
@@ -303,8 +303,7 @@ def train(cfg, progress=None):
             print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, proc.world_size, tokens_per_iter)
         files.open_metrics(resume_from=iter_num if cfg['init_from'] == 'resume' else None)
 
-        bar = progress or tqdm(total=cfg['max_iters'], initial=iter_num, disable=not (master and cfg['progress']),
-                               dynamic_ncols=True, desc=cfg['tie_mode'])
+        bar = progress or training_progress(cfg['max_iters'], iter_num, cfg['tie_mode'], master and cfg['progress'])
         grad_sources = GradSources(raw_model)  # metrics.csv's grad_in and grad_out, on logged steps only
         speed, last, first_iter = Throughput(flops_per_token(raw_model, cfg['block_size']), device, dtype), {}, iter_num
         state = lambda: checkpoint_state(raw_model, optimizer, cfg, iter_num, best_val_loss, data_generator,  # noqa: E731

@@ -24,7 +24,7 @@ def atomic_path(path):
         _fsync(tmp, os.O_RDWR)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # never made (no folder there), or already gone
             os.remove(tmp)
         raise
     # Makes the rename itself durable; some platforms cannot open a directory, hence best effort.
@@ -70,6 +70,36 @@ def remove_stale_temps(path):
             os.remove(os.path.join(directory, entry))
             removed.append(entry)
     return removed
+
+
+def make_folder(folder, label, shown=None):
+    """A folder a script is told to write in (label: the option that named it, shown: the path as given, if
+    not folder itself), made if missing: the obvious reading of a new path. A file where a folder should be,
+    or no permission, is one UserError naming the option and the path."""
+    from lib.command_line import UserError
+    where = f"{label}={shown or folder}"
+    ancestor = os.path.abspath(folder)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UserError(f"cannot write {where}: {ancestor} is a file, not a folder; choose another path") from None
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write {where}: {e.strerror or e}; choose a writable path") from None
+
+
+@contextlib.contextmanager
+def output_file(path, label):
+    """A file a script is told to write (label names the option, e.g. '--plot'): its folder is made if missing
+    (make_folder), and any OSError while it is written (a folder at that path, no permission, a full disk) becomes
+    one UserError naming the path; with atomic writes inside the block, nothing half-written stays behind."""
+    from lib.command_line import UserError
+    make_folder(os.path.dirname(os.path.abspath(path)), label, shown=path)
+    try:
+        yield path
+    except OSError as e:
+        raise UserError(f"cannot write {label}={path}: {e.strerror or e}; choose a writable path") from None
 
 
 def atomic_write_bytes(path, data):

@@ -4,8 +4,10 @@ for user mistakes, and the wrapper that prints one as a single line with exit co
 import ast
 import contextlib
 import difflib
+import io
 import os
 import sys
+import tokenize
 import traceback
 import types
 
@@ -119,19 +121,60 @@ def _read_config_file(path):
             if not name.startswith("_") and name not in imported and not isinstance(value, types.ModuleType)}
 
 
+def key_meanings(*paths):
+    """{key: its one-line meaning}: the comment beside each key of the DEFAULTS that the files at paths write
+    (`DEFAULTS = dict(...)` and `DEFAULTS.update(...)`), with the comment lines that continue it in the same
+    column. --help reads them from where the defaults are written, so the two cannot drift apart. The first
+    file that has a key wins (a script's own, then train.py's for the keys it takes from there)."""
+    meanings = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        comments = {}  # line -> (column, text, the line holds nothing else)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                row, col = token.start
+                comments[row] = (col, token.string.lstrip("#").strip(), not token.line[:col].strip())
+        for node in ast.walk(ast.parse(source)):
+            call = getattr(node, "value", None)
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(getattr(call, "func", None), "value", None)
+            if not isinstance(call, ast.Call) or getattr(target, "id", None) != "DEFAULTS":
+                continue
+            for keyword in call.keywords:
+                row = keyword.value.end_lineno
+                if keyword.arg is None or keyword.arg in meanings or row not in comments or comments[row][2]:
+                    continue
+                col, words = comments[row][0], [comments[row][1]]
+                while row + 1 in comments and comments[row + 1][2] and comments[row + 1][0] == col:
+                    row += 1
+                    words.append(comments[row][1])
+                meanings[keyword.arg] = " ".join(words)
+    return meanings
+
+
+def _defaults_sources():
+    """The files whose DEFAULTS --help reads: the script's own, then those of the scripts it takes keys from."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    others = [module.__file__ for name, module in list(sys.modules.items())
+              if name in ("train", "ablate", "bench") and getattr(module, "__file__", None) not in (None, main)]
+    return [path for path in [main, *others] if path and path.endswith(".py") and os.path.isfile(path)]
+
+
 def _print_help(defaults, choices):
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
     print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
     doc = getattr(sys.modules.get("__main__"), "__doc__", None)
     if doc:
         print(doc.strip().split("\n\n")[0])
+    meanings = key_meanings(*_defaults_sources())
     print("keys (defaults shown):")
     for key, default in defaults.items():
-        shown = default if isinstance(default, str) and default else repr(default)
-        line = f"  --{key}={shown}"
+        shown = default if isinstance(default, str) and default.isprintable() and default else repr(default)
+        meaning = meanings.get(key, "")
         if key in choices:
-            line = f"{line:<36} one of: {', '.join(map(str, choices[key]))}"
-        print(line)
+            meaning += f"{'; ' if meaning else ''}one of: {', '.join(map(str, choices[key]))}"
+        line = f"  --{key}={shown}"
+        print(f"{line:<36} {meaning}" if meaning else line)
 
 
 def check_seed(seed, key='seed'):

@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from lib.command_line import UserError
+from lib.progress import say
 
 try:
     import fcntl
@@ -141,49 +142,7 @@ def run_claimed(task, run_fn, progress, whole_process):
     return 'failed', last_line(log)
 
 
-# ---------------------------------------------------------------- the bar
-
-class GridBar:
-    """One bar over the grid: runs done of all, iterations done of all, elapsed and time left (tqdm's
-    estimate from the rate of all runs together). Lines printed through it leave the bar whole."""
-
-    def __init__(self, runs_total, runs_done, iters_total, iters_done, enabled):
-        from tqdm import tqdm
-        self.tqdm = tqdm
-        self.bar = tqdm(total=iters_total, initial=iters_done, disable=not enabled, dynamic_ncols=True, unit='it',
-                        smoothing=0.05, desc=f"runs {runs_done}/{runs_total}")
-        self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
-        self.describe()
-
-    def describe(self, running=None):
-        self.running = self.running if running is None else running
-        more = f", {self.running} running" if self.running else ""
-        self.bar.set_description(f"runs {self.runs_done}/{self.runs_total}{more}", refresh=False)
-        self.bar.refresh()
-
-    def update(self, n=1):
-        self.bar.update(n)
-
-    def run_ended(self):
-        self.runs_done += 1
-        self.describe()
-
-    def write(self, line):
-        self.tqdm.write(line)
-
-    def set_postfix(self, *args, **kwargs):
-        pass  # one run's loss and speed, while several train: not the grid's
-
-    def set_description(self, *args, **kwargs):
-        pass
-
-    def close(self):
-        self.bar.close()
-
-
-def say(bar, line):
-    (bar.write if hasattr(bar, 'write') else print)(line)
-
+# ---------------------------------------------------------------- a run's share of the grid's progress (lib/progress.py)
 
 class RunProgress:
     """The bar a run trains with in this process: the grid's, told where a resumed run really starts

@@ -15,7 +15,7 @@ from contextlib import suppress
 
 import torch
 
-from lib.atomic_files import atomic_torch_save, atomic_write_bytes, remove_stale_temps
+from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError
 from lib.machine import out_of_memory_reason
 from model import GPT, GPTConfig
@@ -179,8 +179,8 @@ class RunFiles:
         """Make out_dir (or fail before anything is written) and clear temp files of killed saves."""
         if not self.writes:
             return
+        make_folder(self.out_dir, '--out_dir')  # made if missing; a file in the way is one line
         try:
-            os.makedirs(self.out_dir, exist_ok=True)
             probe = os.path.join(self.out_dir, f'.write-test-{os.getpid()}')
             with open(probe, 'w') as f:
                 f.write('ok')

@@ -1,4 +1,5 @@
 """The command line every script shares: --key=value, config files, run_cli's one-line errors."""
+import importlib
 import os
 import subprocess
 import sys
@@ -6,6 +7,8 @@ import textwrap
 
 import pytest
 
+from conftest import REPO_ROOT, run
+from lib import command_line
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 
 DEFAULTS = dict(
@@ -228,3 +231,29 @@ def test_a_closed_pipe_ends_the_script_without_a_traceback(tmp_path):
     assert first.startswith(b"{")
     assert process.returncode == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+SCRIPTS = ('train', 'ablate', 'bench', 'sample', 'prepare', 'init_loss', 'export')
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_every_key_of_every_script_has_a_meaning_beside_its_default(script):
+    module = importlib.import_module(script)
+    sources = [os.path.join(REPO_ROOT, f'{script}.py')] + ([os.path.join(REPO_ROOT, 'train.py')]
+                                                          if script in ('ablate', 'bench') else [])
+    meanings = command_line.key_meanings(*sources)
+    missing = [key for key in module.DEFAULTS if not meanings.get(key)]
+    assert not missing, f"{script}.py: keys without a comment beside their default: {missing}"
+
+
+def test_help_shows_each_keys_meaning_from_where_its_default_is_written():
+    result = run('ablate.py', '--help')
+    assert result.returncode == 0
+    lines = {line.split('=', 1)[0].strip(): line for line in result.stdout.splitlines() if line.startswith('  --')}
+    # ablate's own key, from ablate.py's DEFAULTS.update
+    assert 'runs side by side, each a process with its share of the cores' in lines['--jobs']
+    # a key ablate takes from train.py, with its continuation line and its choices
+    assert "gpt2-medium, gpt2-large" not in result.stdout  # init_from is decided by ablate.py, not offered
+    assert 'adamw; or muon' in lines['--optimizer'] and '(model.GPT.configure_optimizers' in lines['--optimizer']
+    assert lines['--optimizer'].endswith('one of: adamw, muon')
+    assert lines['--max_iters'].split(None, 1)[1] == 'optimizer steps in all'

@@ -143,7 +143,7 @@ BAD_INPUTS = {
     'not_a_training_checkpoint': ('train.py', ['--out_dir={tmp}/weights_only', '--init_from=resume'],
                                   ['lacks model, optimizer', 'not written by this train.py']),
     'out_dir_not_writable': ('train.py', ['--out_dir={tmp}/a_file/out'],
-                             ['cannot write to --out_dir={tmp}/a_file/out: Not a directory']),
+                             ['cannot write --out_dir={tmp}/a_file/out: {tmp}/a_file is a file, not a folder']),
     'sample_prompt_file_missing': ('sample.py', ['--out_dir={run}', '--start=FILE:{tmp}/no_such_prompt.txt'],
                                    ['--start=FILE:{tmp}/no_such_prompt.txt: no such file']),
     'sample_prompt_file_not_utf8': ('sample.py', ['--out_dir={run}', '--start=FILE:{tmp}/latin1.txt'],
@@ -687,3 +687,50 @@ def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn
     result = run('train.py', f'--data_dir={data_root}', '--dataset=book', '--device=cpu')
     assert_one_line_error(result, f'no prepared data in {data_dir}',
                           f'create it with: python prepare.py --input=FILE --dataset=book --out_dir={data_root}')
+
+
+# Every path a script is told to write: a missing folder is made (the obvious reading); a file where a folder
+# should be is one line naming the option and the file, exit 2, and nothing is left behind.
+BLOCKED_OUTPUTS = {
+    'train.py': lambda data, blocked: tiny_train_args(data, f'{blocked}/run', max_iters=2),
+    'prepare.py': lambda data, blocked: [f'--input={data}/tiny.txt', f'--out_dir={blocked}/data'],
+    'ablate.py': lambda data, blocked: ['--quick', f'--data_dir={data}', '--dataset=tiny', '--modes=tied',
+                                        f'--out_dir={blocked}/grid'],
+    'init_loss.py': lambda data, blocked: ['--plot=' + f'{blocked}/fig.png', '--modes=tied', '--vocab_size=20',
+                                           '--n_embd=16', '--n_layer=1', '--n_head=2', '--seeds=1'],
+    'export.py': lambda data, blocked: ['--out_dir=nowhere-needed', f'--to={blocked}/hf'],
+}
+
+
+@pytest.mark.parametrize('script', BLOCKED_OUTPUTS)
+def test_a_file_where_an_output_folder_should_be_is_one_line_and_nothing_is_written(script, tiny_data, tmp_path,
+                                                                                      trained):
+    blocked = tmp_path / 'a-file'
+    blocked.write_text('not a folder')
+    args = BLOCKED_OUTPUTS[script](tiny_data, blocked)
+    if script == 'export.py':
+        args[0] = f'--out_dir={trained}'
+    result = run(script, *args)
+    line = assert_one_line_error(result, str(blocked))
+    assert 'a file, not a folder' in line or 'Not a directory' in line, line
+    assert sorted(os.listdir(tmp_path)) == ['a-file'] and blocked.read_text() == 'not a folder'
+
+
+def test_missing_output_folders_are_made(tiny_data, tmp_path):
+    result = run('init_loss.py', f'--plot={tmp_path}/new/deeper/fig.png', '--modes=tied', '--vocab_size=20',
+                 '--n_embd=16', '--n_layer=1', '--n_head=2', '--seeds=1')
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / 'new' / 'deeper' / 'fig.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_a_summary_that_cannot_be_written_is_one_line_and_the_runs_stay(tiny_data, tmp_path):
+    args = ['--quick', f'--data_dir={tiny_data}', '--dataset=tiny', '--modes=tied', f'--out_dir={tmp_path}/grid']
+    assert run('ablate.py', *args).returncode == 0
+    os.remove(tmp_path / 'grid' / 'summary.md')
+    result = subprocess.run([sys.executable, 'ablate.py', *args], cwd=REPO_ROOT, env=ENV, capture_output=True,
+                            text=True, timeout=120, preexec_fn=limit_file_size(2000))  # as a disk that is full
+    line = assert_one_line_error(result, f'cannot write the summary in --out_dir={tmp_path}/grid/summary.md',
+                                 'File too large')
+    assert 'trained' not in result.stdout  # nothing trained again: the finished run was skipped
+    assert (tmp_path / 'grid' / 'tied-seed1337' / 'result.json').exists()
+    assert temp_files(tmp_path / 'grid') == [] and line

@@ -1,0 +1,69 @@
+"""What train.py and ablate.py show while they run: a redrawn bar on a terminal, plain lines elsewhere (a log
+file, nohup, CI), where a bar would be one enormous line of carriage returns."""
+
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import ablate
+from conftest import ENV, REPO_ROOT, tiny_train_args
+from lib import progress
+
+
+def test_train_to_a_file_writes_a_line_per_logged_iteration_and_no_carriage_return(tiny_data, tmp_path):
+    log = tmp_path / 'train.log'
+    with open(log, 'w') as f:  # as `python train.py > train.log 2>&1`
+        result = subprocess.run([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
+                                                                              max_iters=20, log_interval=5,
+                                                                              eval_interval=10, progress=True)],
+                                cwd=REPO_ROOT, env=ENV, stdout=f, stderr=subprocess.STDOUT, timeout=120)
+    assert result.returncode == 0
+    text = log.read_text()
+    assert '\r' not in text
+    lines = re.findall(r'^tied: iter (\d+)/20: loss [\d.]+, lr [\d.e+-]+, [\d,]+ tokens/s(, val [\d.]+)?$', text, re.M)
+    assert [int(it) for it, _ in lines] == [0, 5, 10, 15]  # every logged iteration, once
+    assert [bool(val) for _, val in lines] == [True, False, True, False]  # the evaluations at 0 and 10
+    assert text.splitlines()[-1].startswith('done: 20 iterations')
+
+
+def test_train_on_a_terminal_draws_the_bar_instead(tiny_data, tmp_path):
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 100, 0, 0))  # 100 columns, as a terminal has
+    process = subprocess.Popen([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
+                                                                             max_iters=20, log_interval=5,
+                                                                             progress=True)],
+                               cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    drawn = b''
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    stdout, _ = process.communicate(timeout=120)
+    os.close(master)
+    assert process.returncode == 0
+    assert b'\r' in drawn and b'20/20' in drawn  # tqdm redrew its bar to the end
+    assert 'iter 5/20' not in stdout  # and no lines beside it
+
+
+def test_ablate_without_a_terminal_writes_a_line_per_run_and_on_the_grids_progress(tiny_data, tmp_path, capsys,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(progress, 'PROGRESS_LINE_EVERY_S', 0)  # every update: the line shows in a short grid
+    cfg = ablate.parse_args(tiny_train_args(tiny_data, str(tmp_path / 'grid'), max_iters=10, eval_interval=10,
+                                            progress=True) + ['--modes=untied,tied', '--jobs=1'])
+    ablate.run_all(cfg, ablate.plan_runs(cfg))
+    out, err = capsys.readouterr()
+    assert '\r' not in out + err
+    assert re.search(r'^untied seed 1337: val loss [\d.]+ \(best [\d.]+\) after 10 iterations', out, re.M)
+    assert re.search(r'^tied seed 1337: val loss', out, re.M)
+    grid = re.findall(r'^grid: (\d)/2 runs done, ([\d,]+)/20 iterations \((\d+) %\), \d+m\d\ds elapsed', out, re.M)
+    assert grid and grid[-1] == ('1', '20', '100')  # counted to the end (the line before the second run's end)
