@@ -55,7 +55,7 @@ if [ "$device" = cuda ]; then  # GPT-2 small, as far as 9 minutes allow
 else  # the same steps, scaled down to seconds: what the test suite runs so that this script cannot rot
     shape=(--n_layer=1 --n_head=2 --n_embd=32 --block_size=16)
     bench_args=(--batch_size=4 --bench_iters=2 --bench_warmup=1 --rounds=1 --compare_modes=tied)
-    train_args=(--batch_size=4 --max_iters=6 --eval_interval=3 --eval_iters=1 --log_interval=2 --warmup_iters=1)
+    train_args=(--batch_size=4 --max_iters=4 --eval_interval=3 --eval_iters=1 --log_interval=2 --warmup_iters=1)
     limits=(tests=60 bench=60 init_loss=60 train=60)
 fi
 limit() { for pair in "${limits[@]}"; do [ "${pair%%=*}" = "$1" ] && echo "${pair#*=}"; done; }
@@ -83,11 +83,11 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'); print(p
 echo "env: ok" >> "$out/summary.txt"
 
 if [ "$device" = cuda ]; then
-    parallel=()
+    parallel=(-o addopts=)  # pytest.ini asks for pytest-xdist: eight workers where it is there, else one process
     "$python" -c "import xdist" 2>/dev/null && parallel=(-n 8)
     step tests tests.txt "$(limit tests)" "$python" -m pytest -q "${parallel[@]}" tests/
 else
-    step tests tests.txt "$(limit tests)" "$python" -m pytest -q tests/test_layout.py
+    step tests tests.txt "$(limit tests)" "$python" -m pytest -q -n 0 tests/test_layout.py
 fi
 step bench bench.txt "$(limit bench)" "$python" bench.py --device="$device" --compare "${shape[@]}" "${bench_args[@]}"
 step init_loss init_loss.txt "$(limit init_loss)" "$python" init_loss.py --device="$device" \

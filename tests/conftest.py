@@ -35,6 +35,12 @@ def pytest_configure(config):
     # command run everything.
     config.addinivalue_line("markers", "slow: kills, Ctrl-C and compile-failure runs (about a minute); "
                                        "deselect with -m 'not slow'")
+    # pytest.ini runs a worker per core (pytest-xdist): the cores shared out as torch threads, so that two
+    # workers' in-process training runs do not each spin threads for every core.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 @pytest.fixture
@@ -120,6 +126,32 @@ def sigint_as_a_terminal_sends_it():
 def run(script, *args, env=ENV, **kwargs):
     return subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=300, **kwargs)
+
+
+def run_in_process(script, *args):
+    """What `python SCRIPT ARGS` exits with and prints, run in this process through the same run_cli that every
+    script's __main__ calls: no interpreter start and no torch import (about a second a case). An exception
+    that run_cli lets through is what a user would see as a traceback: its text goes to stderr, exit code 1."""
+    import contextlib
+    import importlib
+    import io
+    import traceback
+    from lib.command_line import run_cli
+    module = importlib.import_module(script.removesuffix('.py'))
+    out, err, argv, code = io.StringIO(), io.StringIO(), sys.argv, 0
+    sys.argv = [script, *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_cli(module.main)
+            except SystemExit as e:
+                code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1  # as the interpreter does
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
 
 
 def assert_one_line_error(result, *fragments):

@@ -14,7 +14,7 @@ import torch
 import ablate
 from lib import ablation_figure, ablation_grid, ablation_report, run_results
 import train
-from conftest import REPO_ROOT, assert_one_line_error, run, tiny_train_args
+from conftest import REPO_ROOT, assert_one_line_error, run, run_in_process, tiny_train_args
 from model import TIE_MODES
 
 # The four metrics.csv columns of the copy probe, which runs made before it lack.
@@ -25,7 +25,8 @@ UNTIE_ITER = round(2 / 3 * 20)  # the tied_untie row of run_ablation's 20 iterat
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
 
-pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
+# one torch thread (conftest.py); one xdist worker for the module, whose fixtures are then made once (pytest.ini)
+pytestmark = [pytest.mark.usefixtures('one_torch_thread'), pytest.mark.xdist_group('ablate')]
 
 
 def ablation_args(data_dir, out_dir, *extra, **overrides):
@@ -387,8 +388,8 @@ def test_a_bad_mode_gives_one_line_listing_the_modes_and_exit_2():
 
 
 def test_a_bad_untie_at_is_train_pys_one_line_error():
-    line = assert_one_line_error(run('ablate.py', '--modes=tied_untie', '--untie_at=1.5'), '--untie_at', '1.5')
-    assert line == assert_one_line_error(run('train.py', '--untie_at=1.5'))
+    line = assert_one_line_error(run_in_process('ablate.py', '--modes=tied_untie', '--untie_at=1.5'), '--untie_at', '1.5')
+    assert line == assert_one_line_error(run_in_process('train.py', '--untie_at=1.5'))
 
 
 @pytest.mark.parametrize('value', ['1.5', '0', '1', '-0.2', 'abc', 'true', '2/3'])

@@ -28,7 +28,8 @@ TRAINS = re.compile(r'^ablate\.py: pid (\d+) trains ', re.M)  # the first line a
 THREADS_TOLERANCE = 1e-4
 
 
-pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
+# one torch thread (conftest.py); one xdist worker for the module, whose fixtures are then made once (pytest.ini)
+pytestmark = [pytest.mark.usefixtures('one_torch_thread'), pytest.mark.xdist_group('ablate_jobs')]
 
 
 def grid_args(data_dir, out_dir, *extra, **overrides):

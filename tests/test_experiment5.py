@@ -14,14 +14,15 @@ import torch
 
 import ablate
 import train
-from conftest import assert_one_line_error, run, tiny_train_args
+from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
 from lib import ablation_grid, ablation_report, run_files, run_results
 from lib.evaluation import EVAL_SEED_OFFSET, estimate_loss, recorded_eval_seed
 from lib.prepared_data import load_splits
 from model import GPT, GPTConfig
 
 
-pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py: one torch thread
+# one torch thread (conftest.py); one xdist worker for the module, whose fixtures are then made once (pytest.ini)
+pytestmark = [pytest.mark.usefixtures('one_torch_thread'), pytest.mark.xdist_group('experiment5')]
 
 
 def run_ablation(data_dir, out_dir, *extra, **overrides):
@@ -53,7 +54,7 @@ def test_evaluation_batches_depend_on_eval_seed_and_not_on_seed(tiny_data):
 
 
 def test_a_bad_eval_seed_is_one_line():
-    assert_one_line_error(run('train.py', '--eval_seed=' + str(2 ** 63)), '--eval_seed must be an integer')
+    assert_one_line_error(run_in_process('train.py', '--eval_seed=' + str(2 ** 63)), '--eval_seed must be an integer')
 
 
 def test_best_pt_holds_the_weights_of_the_lowest_validation_loss(tiny_data, tmp_path):
@@ -92,7 +93,7 @@ def test_scaled_rows_parse_train_and_are_labelled():
 
 
 def test_a_bad_scaled_row_is_one_line_naming_the_form():
-    err = assert_one_line_error(run('ablate.py', '--modes=tied,tied_igs0'), "'tied_igs0'")
+    err = assert_one_line_error(run_in_process('ablate.py', '--modes=tied,tied_igs0'), "'tied_igs0'")
     assert 'MODE_igsK' in err
 
 

@@ -25,6 +25,9 @@ from conftest import assert_one_line_error, gpt2_files_cached, run, tiny_corpus,
 from lib import hf_gpt2  # noqa: E402
 from model import GPT  # noqa: E402
 
+# one xdist worker runs this module: its module fixtures are made once (pytest.ini)
+pytestmark = pytest.mark.xdist_group('gpt2')
+
 N_POSITIONS = 32
 TOL = 1e-4  # the bar for "the same logits" in float32
 

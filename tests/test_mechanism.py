@@ -12,7 +12,7 @@ from lib import prepared_data
 from lib.run_files import param_breakdown
 from lib.optimizers import Optimizers, untie_head
 import train
-from conftest import assert_one_line_error, run, tiny_train_args, train_with_ddp
+from conftest import assert_one_line_error, run, run_in_process, tiny_train_args, train_with_ddp
 from model import GPT, GPTConfig
 
 # train.py's default char shape with a large sigma = 1/sqrt(d) and identity blocks: the self term of
@@ -170,7 +170,7 @@ def test_sample_reads_an_untied_checkpoint(tiny_data, tmp_path):
     (['--untie_at=True'], 'got True'),
 ])
 def test_bad_untie_at_is_one_line(args, culprit, tiny_data, tmp_path):
-    result = run('train.py', f'--data_dir={tiny_data}', '--dataset=tiny', f'--out_dir={tmp_path}/out', *args)
+    result = run_in_process('train.py', f'--data_dir={tiny_data}', '--dataset=tiny', f'--out_dir={tmp_path}/out', *args)
     assert_one_line_error(result, '--untie_at', culprit)
     assert not os.path.exists(tmp_path / 'out')  # refused before anything was written
 

@@ -10,7 +10,7 @@ import torch
 import ablate
 import sample
 import train
-from conftest import assert_one_line_error, run, tiny_train_args
+from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
 from lib import ablation_grid, optimizers
 from lib.command_line import UserError
 from model import GPT, GPTConfig
@@ -209,7 +209,7 @@ def test_own_rates_need_a_learning_rate_to_follow():
 
 def test_bad_values_reach_the_user_as_one_line_with_exit_2():
     assert_one_line_error(run('train.py', '--optimizer=lion'), "--optimizer='lion'", 'adamw, muon')
-    assert_one_line_error(run('ablate.py', '--modes=untied,untied_e10_e3'), "'untied_e10_e3'", 'MODE_eX')
+    assert_one_line_error(run_in_process('ablate.py', '--modes=untied,untied_e10_e3'), "'untied_e10_e3'", 'MODE_eX')
 
 
 def test_rate_rows_parse_plan_their_rates_and_are_labelled():

@@ -26,7 +26,8 @@ from lib import prepared_data, run_files
 import prepare
 import train
 from lib.command_line import UserError
-from conftest import ENV, REPO_ROOT, assert_one_line_error, run, sigint_as_a_terminal_sends_it, tiny_corpus, tiny_train_args
+from conftest import (ENV, REPO_ROOT, assert_one_line_error, run, run_in_process, sigint_as_a_terminal_sends_it,
+                      tiny_corpus, tiny_train_args)
 from model import GPT, GPTConfig
 
 def start(script, *args, **kwargs):
@@ -198,6 +199,9 @@ BAD_INPUTS = {
     'ablate_batch_too_large': ('ablate.py', ['--modes=tied,untied', '--batch_size=10000000000000'],
                                ['a training step needs at least ', '--batch_size=10000000000000, --block_size=32']),
 }
+# The cases run as a subprocess, as a user runs the script (one per script); the others run in this process.
+AS_SUBPROCESS = ('shuffle_odd_width', 'sample_prompt_file_missing', 'init_loss_vocab_of_one', 'bench_negative_warmup',
+                 'ablate_batch_too_large')
 # Options every case of a script starts from: a small, quick setting (train.py's are tiny_train_args).
 SCRIPT_ARGS = {
     'sample.py': ['--device=cpu', '--max_new_tokens=5'],
@@ -222,7 +226,7 @@ BROKEN_DATA = {
 
 @pytest.fixture(scope='module')
 def bad_input_results(tiny_data, trained, tmp_path_factory):
-    """Run every case of BAD_INPUTS once, two at a time (each pays for importing torch)."""
+    """Run every case of BAD_INPUTS once: AS_SUBPROCESS as the user runs them, the rest in this process."""
     tmp = tmp_path_factory.mktemp('bad')
     other = tmp / 'other_data'
     (tmp / 'other.txt').write_text(tiny_corpus().upper(), encoding='utf-8')
@@ -257,12 +261,14 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
             args = tiny_train_args(tiny_data, str(tmp / f'out-{case}')) + args
         else:
             args = [arg.format(case=case, **places) for arg in SCRIPT_ARGS[script]] + args
-        return run(script, *args), [fragment.format(**places) for fragment in fragments]
+        # A case per script as the user runs it; the rest in this process, through the same run_cli (conftest)
+        result = run(script, *args) if case in AS_SUBPROCESS else run_in_process(script, *args)
+        return result, [fragment.format(**places) for fragment in fragments]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(BAD_INPUTS, pool.map(run_case, BAD_INPUTS)))
+    return {case: run_case(case) for case in BAD_INPUTS}
 
 
+@pytest.mark.xdist_group('bad_input')  # one worker makes bad_input_results (pytest.ini)
 @pytest.mark.parametrize('case', BAD_INPUTS)
 def test_bad_input_gets_one_clear_line(case, bad_input_results):
     result, fragments = bad_input_results[case]
@@ -271,6 +277,7 @@ def test_bad_input_gets_one_clear_line(case, bad_input_results):
 
 @pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size',
                                   'batch_too_large_for_memory', 'model_too_large_for_memory', 'ablate_batch_too_large'])
+@pytest.mark.xdist_group('bad_input')
 def test_a_mistake_leaves_no_out_dir_behind(case, bad_input_results):
     # Every check that only reads runs before the first write: a mistyped option creates nothing, and
     # neither does a size that cannot fit in memory.
@@ -710,14 +717,14 @@ def test_a_file_where_an_output_folder_should_be_is_one_line_and_nothing_is_writ
     args = BLOCKED_OUTPUTS[script](tiny_data, blocked)
     if script == 'export.py':
         args[0] = f'--out_dir={trained}'
-    result = run(script, *args)
+    result = (run if script == 'train.py' else run_in_process)(script, *args)  # one as the user runs it
     line = assert_one_line_error(result, str(blocked))
     assert 'a file, not a folder' in line or 'Not a directory' in line, line
     assert sorted(os.listdir(tmp_path)) == ['a-file'] and blocked.read_text() == 'not a folder'
 
 
 def test_missing_output_folders_are_made(tiny_data, tmp_path):
-    result = run('init_loss.py', f'--plot={tmp_path}/new/deeper/fig.png', '--modes=tied', '--vocab_size=20',
+    result = run_in_process('init_loss.py', f'--plot={tmp_path}/new/deeper/fig.png', '--modes=tied', '--vocab_size=20',
                  '--n_embd=16', '--n_layer=1', '--n_head=2', '--seeds=1')
     assert result.returncode == 0, result.stderr
     assert (tmp_path / 'new' / 'deeper' / 'fig.png').read_bytes()[:4] == b'\x89PNG'

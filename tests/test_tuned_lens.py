@@ -12,7 +12,8 @@ from conftest import tiny_train_args
 from lib import prepared_data, run_results, tuned_lens
 from model import GPT, GPTConfig
 
-pytestmark = pytest.mark.usefixtures('one_torch_thread')
+# one torch thread (conftest.py); one xdist worker for the module, whose fixtures are then made once (pytest.ini)
+pytestmark = [pytest.mark.usefixtures('one_torch_thread'), pytest.mark.xdist_group('tuned_lens')]
 
 SHAPE = dict(vocab_size=53, n_embd=32, n_layer=2, n_head=2, block_size=16)
 
