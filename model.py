@@ -13,6 +13,7 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head
 - all initialisation in one method, `init_weights`, in the order that matters
+- AdamW, or Muon for the blocks' matrices and AdamW for the rest (`configure_optimizers`), groups named by role
 - OpenAI's GPT-2 weights load through lib/hf_gpt2.py, which builds this GPT (this file imports nothing of ours)
 
 Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
