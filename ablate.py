@@ -56,8 +56,12 @@ Writes to out_dir:
                       against the text's own repeat rate (needs matplotlib)
     grad_sources.png  grad_out / grad_in over training, every mode: which end feeds the token matrix
 
-Rows besides the tie modes: tied_untie (above), and MODE_igsK, a tie mode with its token lookup's
-gradient scaled by K (train.py --input_grad_scale=K), e.g. --modes=untied,tied,tied_igs2,tied_igs4.
+Rows besides the tie modes: tied_untie (above), and a mode (or tied_untie) with settings of its own after it:
+_igsK, its token lookup's gradient scaled by K (train.py --input_grad_scale=K), _eX, its token table's rate X
+times learning_rate (--embed_lr), _hY, an untied head's rate (--head_lr); e.g. --modes=untied,tied,tied_igs2
+or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then draws rate_sweep.png).
+--tuned_lens=ROWS (or all) has each of those rows' workers put its final checkpoint through the tuned lens
+(lib/tuned_lens.py, about a minute and a half a run) as it ends: a per-layer table and tuned_lens.png.
 Every run is evaluated on the same fixed batches, whatever its seed (train.py --eval_seed), and the
 summary scores each run's best.pt on the whole validation split: "at the best point" compares seeds.
 

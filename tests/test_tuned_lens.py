@@ -68,3 +68,22 @@ def test_the_translator_undoes_the_tied_logit_lens_at_the_embedding(trained_run)
     result = tuned_lens.tuned_lens_of_run(out_dir)
     # tied: the logit lens reads layer 0 (about w_i) through W itself; the translator reads what it holds
     assert result['tuned'][0] < result['logit'][0] - 0.1, result
+
+
+def test_an_ablation_lenses_the_rows_it_is_told_to_and_draws_the_lens_and_the_rate_sweep(tiny_data, tmp_path):
+    import json
+    import ablate
+    args = tiny_train_args(tiny_data, str(tmp_path / 'grid'), max_iters=10, eval_interval=10) + [
+        '--modes=untied,untied_e3_h0.3,untied_e3,tied', '--tuned_lens=untied,tied', '--jobs=1']
+    ablate.ablate(ablate.parse_args(args), args)
+    info = json.load(open(tmp_path / 'grid' / 'summary.json'))
+    for row in ('untied', 'tied'):  # lensed: every layer, and the last one is the run's own whole-split loss
+        cells = info['modes'][row]
+        assert cells['lens_tuned_1']['mean'] == pytest.approx(cells['val_loss_all']['mean'], abs=1e-5)
+        assert (tmp_path / 'grid' / f'{row}-seed1337' / 'tuned_lens.json').exists()
+    assert info['modes']['untied_e3']['lens_tuned_0']['mean'] is None  # not asked for: not lensed
+    assert not (tmp_path / 'grid' / 'untied_e3-seed1337' / 'tuned_lens.json').exists()
+    text = (tmp_path / 'grid' / 'summary.md').read_text()
+    assert 'Tuned lens' in text and 'tied minus untied' not in text and "| tied | " in text
+    for figure in ('tuned_lens.png', 'rate_sweep.png'):
+        assert (tmp_path / 'grid' / figure).read_bytes()[:4] == b'\x89PNG'

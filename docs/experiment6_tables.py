@@ -1,0 +1,136 @@
+"""The tables of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
+
+    python docs/experiment6_tables.py            # prints the markdown tables
+
+Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lib/ablation_report),
+on the whole validation split at the end of training ('end') and at each run's best.pt ('best point')."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lib.ablation_report import fmt_interval, mean_std, welch_interval  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+
+
+def summary(name):
+    with open(os.path.join(RESULTS, name, 'summary.json'), encoding='utf-8') as f:
+        return json.load(f)
+
+
+def seeds(source, row, key):
+    return [v for v in source['modes'][row][key]['per_seed'] if v is not None]
+
+
+def cell(source, row, key):
+    mean, std = mean_std(seeds(source, row, key))
+    return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
+
+
+def diff(a, b, key):
+    """(source, row) minus (source, row), over seeds."""
+    return fmt_interval(*welch_interval(seeds(*a, key), seeds(*b, key)))
+
+
+def sweep_table(name):
+    """The half-length sweep: untied's cells as a grid (embed rate down, head rate across), tied's as a row."""
+    from lib.ablation_figure import rate_cells
+    untied, tied = rate_cells(summary(name))
+    embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
+    best = min(untied, key=untied.get)
+    lines = ['| embed \\ head | ' + ' | '.join(f"×{h:g}" for h in heads) + ' |', '|---|' + '---:|' * len(heads)]
+    for e in embeds:
+        values = [untied.get((e, h)) for h in heads]
+        lines.append(f"| ×{e:g} | " + ' | '.join('' if v is None else (f"**{v:.3f}**" if (e, h) == best else f"{v:.3f}")
+                                                 for v, h in zip(values, heads)) + ' |')
+    low = min(tied, key=tied.get)
+    lines += ['', '| tied, shared rate | ' + ' | '.join(f"×{r:g}" for r in sorted(tied)) + ' |',
+              '|---|' + '---:|' * len(tied),
+              '| whole split, end | ' + ' | '.join(f"**{tied[r]:.3f}**" if r == low else f"{tied[r]:.3f}"
+                                                 for r in sorted(tied)) + ' |']
+    return lines, best, low
+
+
+def main():
+    out = []
+    for optimizer in ('adamw', 'muon'):
+        name = f'experiment6-rates-{optimizer}'
+        if os.path.exists(os.path.join(RESULTS, name)):
+            lines, best, low = sweep_table(name)
+            out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
+            out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
+        bases = [(factor, f'experiment6-rates-{optimizer}-base{factor}') for factor in ('0.3', '3')]
+        bases = [(factor, summary(name)) for factor, name in bases if os.path.exists(os.path.join(RESULTS, name))]
+        if bases:
+            main_sweep = summary(f'experiment6-rates-{optimizer}')
+            rows = [('×0.3', bases[0][1])] if bases[0][0] == '0.3' else []
+            columns = rows + [('×1', main_sweep)] + [(f"×{f}", s) for f, s in bases if f != '0.3']
+            out += [f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
+                    '| | ' + ' | '.join(label for label, _ in columns) + ' |', '|---|' + '---:|' * len(columns)]
+            for row, label in (('untied', 'untied_e1_h1'), ('tied', 'tied_e1')):
+                values = []
+                for _, source in columns:
+                    key = row if row in source['modes'] else label
+                    values.append(f"{source['modes'][key]['val_loss_all']['mean']:.3f}")
+                out.append(f"| {row} | " + ' | '.join(values) + ' |')
+            out.append('')
+    print('\n'.join(out))
+    confirm_tables()
+
+
+def confirm_tables():
+    """Stage 2: five seeds, full length."""
+    sources = {}
+    if os.path.exists(os.path.join(RESULTS, 'experiment6-confirm-adamw')):
+        adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
+        sources['adamw'] = dict(untied=(default, 'untied'), tied=(default, 'tied'),
+                                untied_best=(adamw, 'untied_e30_h3'), tied_best=(adamw, 'tied_e10'),
+                                tied_untie_best=(adamw, 'tied_untie_e10'))
+    if os.path.exists(os.path.join(RESULTS, 'experiment6-confirm-muon')):
+        muon = summary('experiment6-confirm-muon')
+        rows = list(muon['modes'])
+        pick = lambda prefix: next(r for r in rows if r.startswith(prefix) and r != prefix)  # noqa: E731
+        sources['muon'] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, pick('untied_')),
+                               tied_best=(muon, next(r for r in rows if r.startswith('tied_e'))),
+                               tied_untie_best=(muon, pick('tied_untie')))
+    lines = ['| optimizer | setting | row | whole split, end | whole split, best point |', '|---|---|---|---:|---:|']
+    for optimizer, rows in sources.items():
+        for setting, (source, row) in rows.items():
+            lines.append(f"| {optimizer} | {setting} | `{row}` | {cell(source, row, 'val_loss_all')} | "
+                         f"{cell(source, row, 'best_val_loss_all')} |")
+    print('### Five seeds, full length', '', *lines, '', sep='\n')
+    comparisons = [('tied − untied, default rates', 'tied', 'untied'),
+                   ('tied − untied, each at its best rates', 'tied_best', 'untied_best'),
+                   ('untied: best rates − default', 'untied_best', 'untied'),
+                   ('tied: best rate − default', 'tied_best', 'tied'),
+                   ('tied untied at 2/3 − tied, at tied\'s best rate', 'tied_untie_best', 'tied_best')]
+    lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
+    for label, a, b in comparisons:
+        for optimizer, rows in sources.items():
+            lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b], 'val_loss_all')} | "
+                         f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
+    print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
+    lines = []
+    for optimizer, rows in sources.items():
+        (source, tied), (_, untied) = rows['tied_best'], rows['untied_best']
+        if source['modes'][tied].get('lens_gap_0', {}).get('mean') is None:
+            continue
+        layers = source['config']['n_layer'] + 1
+        names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
+        lines += [f"Tuned lens under {optimizer}, `{tied}` and `{untied}` (whole split, mean ± std over seeds):", '',
+                  '| | ' + ' | '.join(names) + ' |', '|---|' + '---:|' * layers]
+        for row in (tied, untied):
+            lines.append(f"| `{row}` | " + ' | '.join(cell(source, row, f'lens_tuned_{layer}')
+                                                      for layer in range(layers)) + ' |')
+        lines.append('| gap to own final loss, tied − untied | ' + ' | '.join(
+            diff((source, tied), (source, untied), f'lens_gap_{layer}') for layer in range(layers - 1)) + ' | |')
+        lines.append('| logit lens, tied − untied | ' + ' | '.join(
+            diff((source, tied), (source, untied), f'lens_logit_{layer}') for layer in range(layers - 1)) + ' | |')
+        lines.append('')
+    print('\n'.join(lines))
+
+
+if __name__ == '__main__':
+    main()
