@@ -223,8 +223,8 @@ def test_export_round_trips_with_the_tie_declared(tie_mode, finetuned, hf_dir, b
     if tie_mode == 'tied':
         out_dir = finetuned[0]
     else:
-        out_dir = str(tmp_path / 'untied')
-        train.train(finetune_args(bpe_data, out_dir, hf_dir, tie_mode='untied'))
+        out_dir = str(tmp_path / 'untied')  # fine-tuned with Muon: its checkpoint exports like any other
+        train.train(finetune_args(bpe_data, out_dir, hf_dir, tie_mode='untied', optimizer='muon'))
     target = str(tmp_path / 'hf')
     export.main([f'--out_dir={out_dir}', f'--to={target}'])
 
