@@ -5,7 +5,7 @@
 # so this script can be run again after an interruption.
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   bash config/experiment6.sh sweep       # 39 + 21 half-length cells and 8 base-rate runs
-#   bash config/experiment6.sh edges       # 3 more cells where a best stood on the grid's edge
+#   bash config/experiment6.sh edges       # 5 more cells where a best stood on the grid's edge
 #   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 20 of them
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +27,13 @@ sweep)
     python ablate.py config/ablate_bpe_rates.py --optimizer=muon --modes="$muon_modes" --out_dir=out-exp6-rates-muon
     base_sweep muon ;;
 edges)  # where the sweep's best stood on its edge: the table's rate beyond x100, the base rate beyond x3
-    python ablate.py config/ablate_bpe_rates.py --out_dir=out-exp6-rates-adamw \
-        --modes=$(python -c "import ablate; print(ablate.parse_args(['config/ablate_bpe_rates.py'])['modes'])"),untied_e300_h3
-    python ablate.py config/ablate_bpe_rates.py --modes=untied,tied --learning_rate=1e-2 --muon_lr=0.08 \
-        --out_dir=out-exp6-rates-adamw-base10 ;;
+    # the x300 cell in a folder of its own beside untied (the same seed and data order as every cell; untied again
+    # checks that), merged into the sweep's tables and heat map by docs/experiment6_tables.py
+    python ablate.py config/ablate_bpe_rates.py --modes=untied,untied_e300_h3 --out_dir=out-exp6-rates-adamw-e300
+    python ablate.py config/ablate_bpe_rates.py --modes=untied,tied --learning_rate=1e-2 \
+        --out_dir=out-exp6-rates-adamw-base10
+    python ablate.py config/ablate_bpe_rates.py --optimizer=muon --modes=untied,tied --learning_rate=1e-2 \
+        --muon_lr=$(python -c "print(f'{$muon_lr * 10:g}')") --out_dir=out-exp6-rates-muon-base10 ;;
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;

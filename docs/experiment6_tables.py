@@ -1,6 +1,7 @@
 """The tables of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
 
     python docs/experiment6_tables.py            # prints the markdown tables
+    python docs/experiment6_tables.py --figures  # and redraws docs/exp6_rates_{adamw,muon}.png from them
 
 Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lib/ablation_report),
 on the whole validation split at the end of training ('end') and at each run's best.pt ('best point')."""
@@ -34,10 +35,21 @@ def diff(a, b, key):
     return fmt_interval(*welch_interval(seeds(*a, key), seeds(*b, key)))
 
 
-def sweep_table(name):
+def sweep_summary(optimizer):
+    """The half-length sweep's summary, with the cells the edges stage trained in a folder of their own
+    (experiment6-rates-OPTIMIZER-e300: the same seed and data order as every cell) merged in."""
+    info = summary(f'experiment6-rates-{optimizer}')
+    extra_name = f'experiment6-rates-{optimizer}-e300'
+    if os.path.exists(os.path.join(RESULTS, extra_name)):
+        extra = summary(extra_name)
+        info['modes'].update({row: cells for row, cells in extra['modes'].items() if row not in info['modes']})
+    return info
+
+
+def sweep_table(info):
     """The half-length sweep: untied's cells as a grid (embed rate down, head rate across), tied's as a row."""
     from lib.ablation_figure import rate_cells
-    untied, tied = rate_cells(summary(name))
+    untied, tied = rate_cells(info)
     embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
     best = min(untied, key=untied.get)
     lines = ['| embed \\ head | ' + ' | '.join(f"×{h:g}" for h in heads) + ' |', '|---|' + '---:|' * len(heads)]
@@ -53,15 +65,19 @@ def sweep_table(name):
     return lines, best, low
 
 
-def main():
+def main(figures=False):
     out = []
     for optimizer in ('adamw', 'muon'):
         name = f'experiment6-rates-{optimizer}'
         if os.path.exists(os.path.join(RESULTS, name)):
-            lines, best, low = sweep_table(name)
+            info = sweep_summary(optimizer)
+            if figures:
+                from lib.ablation_figure import plot_rate_sweep
+                plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
+            lines, best, low = sweep_table(info)
             out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
             out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
-        bases = [(factor, f'experiment6-rates-{optimizer}-base{factor}') for factor in ('0.3', '3')]
+        bases = [(factor, f'experiment6-rates-{optimizer}-base{factor}') for factor in ('0.3', '3', '10')]
         bases = [(factor, summary(name)) for factor, name in bases if os.path.exists(os.path.join(RESULTS, name))]
         if bases:
             main_sweep = summary(f'experiment6-rates-{optimizer}')
@@ -133,4 +149,4 @@ def confirm_tables():
 
 
 if __name__ == '__main__':
-    main()
+    main(figures='--figures' in sys.argv[1:])
