@@ -4,14 +4,14 @@
 # tied at the default rates, then each at the rates where the sweep (config/ablate_bpe_rates.py --optimizer=muon,
 # half length, one seed) put its best: untied with its token table at 10x learning_rate and its head at 3x
 # (untied_e10_h3), tied with its one matrix at 10x (tied_e10), and tied untied at 2/3 at tied's best rate
-# (tied_untie_e10). The tuned lens on the two best rows (claim 17).
+# (tied_untie_e10). The tuned lens on untied and tied at both rates (claim 17).
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   python ablate.py config/ablate_bpe_rates_confirm_muon.py
 out_dir = 'out-exp6-confirm-muon'
 dataset = 'shakespeare_compact'
 modes = 'untied,tied,untied_e10_h3,tied_e10,tied_untie_e10'
 seeds = 5
-tuned_lens = 'untied_e10_h3,tied_e10'
+tuned_lens = 'untied,tied,untied_e10_h3,tied_e10'
 
 zero_init_residual = False
 emb_scale = False

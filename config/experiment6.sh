@@ -6,7 +6,8 @@
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   bash config/experiment6.sh sweep       # 39 + 21 half-length cells and 8 base-rate runs
 #   bash config/experiment6.sh edges       # 5 more cells where a best stood on the grid's edge
-#   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 20 of them
+#   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 30 of them
+#   bash config/experiment6.sh lens        # experiment 5's AdamW untied and tied again, with the tuned lens
 set -euo pipefail
 cd "$(dirname "$0")/.."
 muon_lr=$(python -c "import train; print(train.DEFAULTS['muon_lr'])")
@@ -37,7 +38,10 @@ edges)  # where the sweep's best stood on its edge: the table's rate beyond x100
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;
+lens)  # claim 17 at the default rates too: experiment 5's untied and tied under AdamW trained again (their
+    # checkpoints are not kept) with the lens, which also checks that they reproduce on this machine
+    python ablate.py config/ablate_bpe_2026.py --modes=untied,tied --tuned_lens=all --out_dir=out-exp6-lens-adamw ;;
 *)
-    echo "usage: bash config/experiment6.sh sweep|edges|confirm" >&2
+    echo "usage: bash config/experiment6.sh sweep|edges|confirm|lens" >&2
     exit 2 ;;
 esac

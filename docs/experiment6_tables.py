@@ -129,23 +129,33 @@ def confirm_tables():
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
     lines = []
+    if os.path.exists(os.path.join(RESULTS, 'experiment6-lens-adamw')) and 'adamw' in sources:
+        again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
+        sources['adamw'].update(untied=(again, 'untied'), tied=(again, 'tied'))
     for optimizer, rows in sources.items():
-        (source, tied), (_, untied) = rows['tied_best'], rows['untied_best']
-        if source['modes'][tied].get('lens_gap_0', {}).get('mean') is None:
-            continue
-        layers = source['config']['n_layer'] + 1
-        names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
-        lines += [f"Tuned lens under {optimizer}, `{tied}` and `{untied}` (whole split, mean ± std over seeds):", '',
-                  '| | ' + ' | '.join(names) + ' |', '|---|' + '---:|' * layers]
-        for row in (tied, untied):
-            lines.append(f"| `{row}` | " + ' | '.join(cell(source, row, f'lens_tuned_{layer}')
-                                                      for layer in range(layers)) + ' |')
-        lines.append('| gap to own final loss, tied − untied | ' + ' | '.join(
-            diff((source, tied), (source, untied), f'lens_gap_{layer}') for layer in range(layers - 1)) + ' | |')
-        lines.append('| logit lens, tied − untied | ' + ' | '.join(
-            diff((source, tied), (source, untied), f'lens_logit_{layer}') for layer in range(layers - 1)) + ' | |')
-        lines.append('')
+        for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),
+                                              ('each at its best rates', ('tied_best', 'untied_best'))):
+            (source, tied), (untied_source, untied) = rows[tied_key], rows[untied_key]
+            if source['modes'][tied].get('lens_gap_0', {}).get('mean') is None:
+                continue
+            lines += lens_table(optimizer, rates, (source, tied), (untied_source, untied))
     print('\n'.join(lines))
+
+
+def lens_table(optimizer, rates, tied, untied):
+    """Claim 17: each layer's tuned-lens loss, tied against untied, and the gap to each model's own final loss."""
+    source = tied[0]
+    layers = source['config']['n_layer'] + 1
+    names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
+    lines = [f"Tuned lens under {optimizer}, {rates}: `{tied[1]}` and `{untied[1]}` (whole split, mean ± std over "
+             f"seeds):", '', '| | ' + ' | '.join(names) + ' |', '|---|' + '---:|' * layers]
+    for row in (tied, untied):
+        lines.append(f"| `{row[1]}` | " + ' | '.join(cell(*row, f'lens_tuned_{layer}') for layer in range(layers)) + ' |')
+    lines.append('| gap to own final loss, tied − untied | ' + ' | '.join(
+        diff(tied, untied, f'lens_gap_{layer}') for layer in range(layers - 1)) + ' | |')
+    lines.append('| logit lens, tied − untied | ' + ' | '.join(
+        diff(tied, untied, f'lens_logit_{layer}') for layer in range(layers - 1)) + ' | |')
+    return lines + ['']
 
 
 if __name__ == '__main__':

@@ -1,0 +1,57 @@
+"""Experiment 6's figures, as the README and docs/experiment6.md quote them, are the ones that
+docs/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe):
+a summary replaced, or a number typed by hand, fails here."""
+
+import contextlib
+import importlib.util
+import io
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tables_module():
+    spec = importlib.util.spec_from_file_location('experiment6_tables', os.path.join(ROOT, 'docs', 'experiment6_tables.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read(*path):
+    with open(os.path.join(ROOT, *path), encoding='utf-8') as f:
+        return f.read()
+
+
+def as_prose(interval):
+    """The script's '**+0.079 [+0.053, +0.105]**' as the README writes it: no bold, a true minus sign."""
+    return interval.strip('*').replace('-', '−')
+
+
+def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
+    tables = tables_module()
+    adamw, muon = tables.summary('experiment6-confirm-adamw'), tables.summary('experiment6-confirm-muon')
+    default_adamw = tables.summary('experiment5-bpe')
+    quoted = {  # what row 14, 15 and 16 compare: (tied side, untied side)
+        'AdamW, default rates': ((default_adamw, 'tied'), (default_adamw, 'untied')),
+        'AdamW, each at its best': ((adamw, 'tied_e10'), (adamw, 'untied_e30_h3')),
+        'Muon, default rates': ((muon, 'tied'), (muon, 'untied')),
+        'Muon, each at its best': ((muon, 'tied_e10'), (muon, 'untied_e10_h3')),
+        'AdamW, untie at 2/3': ((adamw, 'tied_untie_e10'), (adamw, 'tied_e10')),
+        'Muon, untie at 2/3': ((muon, 'tied_untie_e10'), (muon, 'tied_e10')),
+    }
+    readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))  # as read
+    for what, (a, b) in quoted.items():
+        interval = as_prose(tables.diff(a, b, 'val_loss_all'))
+        assert interval in readme, f"README does not quote {what}: {interval}"
+        assert interval in doc, f"docs/experiment6.md does not quote {what}: {interval}"
+
+
+def test_every_table_row_of_the_doc_is_the_scripts_output():
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        tables_module().main()
+    rows = [line for line in printed.getvalue().splitlines() if line.startswith('| ') and '---' not in line]
+    assert len(rows) > 40  # the sweeps, the base rates, the five-seed tables and the lens: not an empty run
+    doc = read('docs', 'experiment6.md')
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"docs/experiment6.md lacks {len(missing)} of the script's rows, e.g. {missing[0]}"
