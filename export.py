@@ -36,6 +36,7 @@ import shutil
 
 import torch
 
+from lib.atomic_files import make_folder
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
 from lib.probes import pit_matrices
@@ -166,6 +167,8 @@ def main(argv):
     hf_kwargs = gpt2_config(args, untied=untied)
     model = model_from_checkpoint(ckpt, ckpt_path)
     del ckpt
+    # where --to goes: a missing parent is made, a file in its way is one line, whether or not transformers is here
+    make_folder(os.path.dirname(target), '--to', shown=cfg['to'])
     try:
         import transformers  # noqa: F401  (optional dependency)
     except ImportError:
