@@ -14,8 +14,8 @@ muon_lr=$(python -c "import train; print(train.DEFAULTS['muon_lr'])")
 # Muon's grid: the 4 x 4 middle of AdamW's (its edges were AdamW's losers), tied over the same span
 muon_modes=$(python -c "print(','.join([f'untied_e{e}_h{h}' for e in ('1', '3', '10', '30') for h in ('0.3', '1', '3', '10')]
                                        + [f'tied_e{e}' for e in ('0.3', '1', '3', '10', '30')]))")
-base_sweep() {  # the base rate: every rate of the model (AdamW's and Muon's) times 0.3 and 3, untied and tied
-    for factor in 0.3 3; do
+base_sweep() {  # OPTIMIZER FACTOR...: every rate of the model (AdamW's and Muon's) times each factor, untied and tied
+    for factor in "${@:2}"; do
         python ablate.py config/ablate_bpe_rates.py --optimizer=$1 --modes=untied,tied \
             --learning_rate=$(python -c "print(f'{1e-3 * $factor:g}')") \
             --muon_lr=$(python -c "print(f'{$muon_lr * $factor:g}')") --out_dir=out-exp6-rates-$1-base$factor
@@ -24,17 +24,15 @@ base_sweep() {  # the base rate: every rate of the model (AdamW's and Muon's) ti
 case "${1:-}" in
 sweep)
     python ablate.py config/ablate_bpe_rates.py --out_dir=out-exp6-rates-adamw
-    base_sweep adamw
+    base_sweep adamw 0.3 3
     python ablate.py config/ablate_bpe_rates.py --optimizer=muon --modes="$muon_modes" --out_dir=out-exp6-rates-muon
-    base_sweep muon ;;
+    base_sweep muon 0.3 3 ;;
 edges)  # where the sweep's best stood on its edge: the table's rate beyond x100, the base rate beyond x3
     # the x300 cell in a folder of its own beside untied (the same seed and data order as every cell; untied again
     # checks that), merged into the sweep's tables and heat map by docs/experiment6_tables.py
     python ablate.py config/ablate_bpe_rates.py --modes=untied,untied_e300_h3 --out_dir=out-exp6-rates-adamw-e300
-    python ablate.py config/ablate_bpe_rates.py --modes=untied,tied --learning_rate=1e-2 \
-        --out_dir=out-exp6-rates-adamw-base10
-    python ablate.py config/ablate_bpe_rates.py --optimizer=muon --modes=untied,tied --learning_rate=1e-2 \
-        --muon_lr=$(python -c "print(f'{$muon_lr * 10:g}')") --out_dir=out-exp6-rates-muon-base10 ;;
+    base_sweep adamw 10  # (AdamW's runs ignore the muon_lr it passes)
+    base_sweep muon 10 ;;
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;

@@ -38,11 +38,18 @@ def diff(a, b, key):
 def sweep_summary(optimizer):
     """The half-length sweep's summary, with the cells the edges stage trained in a folder of their own
     (experiment6-rates-OPTIMIZER-e300: the same seed and data order as every cell) merged in."""
+    from lib.ablation_grid import parse_row
+
+    def cell_of(row):  # untied_e1_h1 and untied are the same cell
+        parsed = parse_row(row)
+        return parsed.tie_mode, parsed.embed_mult or 1.0, parsed.head_mult or 1.0
+
     info = summary(f'experiment6-rates-{optimizer}')
     extra_name = f'experiment6-rates-{optimizer}-e300'
     if os.path.exists(os.path.join(RESULTS, extra_name)):
-        extra = summary(extra_name)
-        info['modes'].update({row: cells for row, cells in extra['modes'].items() if row not in info['modes']})
+        swept = {cell_of(row) for row in info['modes']}  # the sweep's own runs stay; the folder adds new cells only
+        info['modes'].update({row: cells for row, cells in summary(extra_name)['modes'].items()
+                              if cell_of(row) not in swept})
     return info
 
 
@@ -68,21 +75,20 @@ def sweep_table(info):
 def main(figures=False):
     out = []
     for optimizer in ('adamw', 'muon'):
-        name = f'experiment6-rates-{optimizer}'
-        if os.path.exists(os.path.join(RESULTS, name)):
-            info = sweep_summary(optimizer)
-            if figures:
-                from lib.ablation_figure import plot_rate_sweep
-                plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
-            lines, best, low = sweep_table(info)
-            out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
-            out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
+        if not os.path.exists(os.path.join(RESULTS, f'experiment6-rates-{optimizer}')):
+            continue
+        info = sweep_summary(optimizer)
+        if figures:
+            from lib.ablation_figure import plot_rate_sweep
+            plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
+        lines, best, low = sweep_table(info)
+        out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
+        out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
         bases = [(factor, f'experiment6-rates-{optimizer}-base{factor}') for factor in ('0.3', '3', '10')]
         bases = [(factor, summary(name)) for factor, name in bases if os.path.exists(os.path.join(RESULTS, name))]
         if bases:
-            main_sweep = summary(f'experiment6-rates-{optimizer}')
             rows = [('×0.3', bases[0][1])] if bases[0][0] == '0.3' else []
-            columns = rows + [('×1', main_sweep)] + [(f"×{f}", s) for f, s in bases if f != '0.3']
+            columns = rows + [('×1', info)] + [(f"×{f}", s) for f, s in bases if f != '0.3']
             out += [f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
                     '| | ' + ' | '.join(label for label, _ in columns) + ' |', '|---|' + '---:|' * len(columns)]
             for row, label in (('untied', 'untied_e1_h1'), ('tied', 'tied_e1')):
@@ -96,8 +102,16 @@ def main(figures=False):
     confirm_tables()
 
 
-def confirm_tables():
-    """Stage 2: five seeds, full length."""
+# Stage 2's comparisons: (label, one setting, minus another), each a key of confirm_sources()'s rows
+COMPARISONS = [('tied − untied, default rates', 'tied', 'untied'),
+               ('tied − untied, each at its best rates', 'tied_best', 'untied_best'),
+               ('untied: best rates − default', 'untied_best', 'untied'),
+               ('tied: best rate − default', 'tied_best', 'tied'),
+               ('tied untied at 2/3 − tied, at tied\'s best rate', 'tied_untie_best', 'tied_best')]
+
+
+def confirm_sources():
+    """{optimizer: {setting: (summary, row)}} of stage 2; AdamW's default rates are experiment 5's runs."""
     sources = {}
     if os.path.exists(os.path.join(RESULTS, 'experiment6-confirm-adamw')):
         adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
@@ -111,28 +125,30 @@ def confirm_tables():
         sources['muon'] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, pick('untied_')),
                                tied_best=(muon, next(r for r in rows if r.startswith('tied_e'))),
                                tied_untie_best=(muon, pick('tied_untie')))
+    return sources
+
+
+def confirm_tables():
+    """Stage 2: five seeds, full length."""
+    sources = confirm_sources()
     lines = ['| optimizer | setting | row | whole split, end | whole split, best point |', '|---|---|---|---:|---:|']
     for optimizer, rows in sources.items():
         for setting, (source, row) in rows.items():
             lines.append(f"| {optimizer} | {setting} | `{row}` | {cell(source, row, 'val_loss_all')} | "
                          f"{cell(source, row, 'best_val_loss_all')} |")
     print('### Five seeds, full length', '', *lines, '', sep='\n')
-    comparisons = [('tied − untied, default rates', 'tied', 'untied'),
-                   ('tied − untied, each at its best rates', 'tied_best', 'untied_best'),
-                   ('untied: best rates − default', 'untied_best', 'untied'),
-                   ('tied: best rate − default', 'tied_best', 'tied'),
-                   ('tied untied at 2/3 − tied, at tied\'s best rate', 'tied_untie_best', 'tied_best')]
     lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
-    for label, a, b in comparisons:
+    for label, a, b in COMPARISONS:
         for optimizer, rows in sources.items():
             lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b], 'val_loss_all')} | "
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
     lines = []
+    lensed = dict(sources)
     if os.path.exists(os.path.join(RESULTS, 'experiment6-lens-adamw')) and 'adamw' in sources:
         again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
-        sources['adamw'].update(untied=(again, 'untied'), tied=(again, 'tied'))
-    for optimizer, rows in sources.items():
+        lensed['adamw'] = dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))
+    for optimizer, rows in lensed.items():
         for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),
                                               ('each at its best rates', ('tied_best', 'untied_best'))):
             (source, tied), (untied_source, untied) = rows[tied_key], rows[untied_key]

@@ -29,21 +29,18 @@ def as_prose(interval):
 
 def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
     tables = tables_module()
-    adamw, muon = tables.summary('experiment6-confirm-adamw'), tables.summary('experiment6-confirm-muon')
-    default_adamw = tables.summary('experiment5-bpe')
-    quoted = {  # what row 14, 15 and 16 compare: (tied side, untied side)
-        'AdamW, default rates': ((default_adamw, 'tied'), (default_adamw, 'untied')),
-        'AdamW, each at its best': ((adamw, 'tied_e10'), (adamw, 'untied_e30_h3')),
-        'Muon, default rates': ((muon, 'tied'), (muon, 'untied')),
-        'Muon, each at its best': ((muon, 'tied_e10'), (muon, 'untied_e10_h3')),
-        'AdamW, untie at 2/3': ((adamw, 'tied_untie_e10'), (adamw, 'tied_e10')),
-        'Muon, untie at 2/3': ((muon, 'tied_untie_e10'), (muon, 'tied_e10')),
-    }
+    sources = tables.confirm_sources()
+    assert sorted(sources) == ['adamw', 'muon']
+    # rows 14, 15 and 16: tied against untied at the default rates and each at its best, untied at 2/3 against tied
+    quoted = [(label, a, b) for label, a, b in tables.COMPARISONS if b in ('untied', 'untied_best') and a.startswith('tied')
+              or a == 'tied_untie_best']
+    assert len(quoted) == 3
     readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))  # as read
-    for what, (a, b) in quoted.items():
-        interval = as_prose(tables.diff(a, b, 'val_loss_all'))
-        assert interval in readme, f"README does not quote {what}: {interval}"
-        assert interval in doc, f"docs/experiment6.md does not quote {what}: {interval}"
+    for label, a, b in quoted:
+        for optimizer, rows in sources.items():
+            interval = as_prose(tables.diff(rows[a], rows[b], 'val_loss_all'))
+            assert interval in readme, f"README does not quote {label} under {optimizer}: {interval}"
+            assert interval in doc, f"docs/experiment6.md does not quote {label} under {optimizer}: {interval}"
 
 
 def test_every_table_row_of_the_doc_is_the_scripts_output():
