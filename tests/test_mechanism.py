@@ -12,7 +12,7 @@ from lib import prepared_data
 from lib.run_files import param_breakdown
 from lib.optimizers import Optimizers, untie_head
 import train
-from conftest import assert_one_line_error, run, run_in_process, tiny_train_args, train_with_ddp
+from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from model import GPT, GPTConfig
 
 # train.py's default char shape with a large sigma = 1/sqrt(d) and identity blocks: the self term of
@@ -175,20 +175,6 @@ def test_bad_untie_at_is_one_line(args, culprit, tiny_data, tmp_path):
     assert not os.path.exists(tmp_path / 'out')  # refused before anything was written
 
 
-def test_untie_at_under_ddp_keeps_the_ranks_identical(tiny_data, tmp_path):
-    args = tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=8, eval_interval=4, untie_at=0.5,
-                           gradient_accumulation_steps=2)
-    rank0, rank1 = train_with_ddp(tmp_path, args)
-    for name in rank0:
-        assert torch.equal(rank0[name], rank1[name]), name
-    # untied at 4, then 4 steps apart: the head's gradient was all-reduced too, or the ranks would differ
-    assert rank0['lm_head.weight'].data_ptr() != rank0['token_embedding_table.weight'].data_ptr()
-    assert not torch.equal(rank0['lm_head.weight'], rank0['token_embedding_table.weight'])
-    ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
-    assert ckpt['head_untied'] and torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
-
-
-@pytest.mark.slow
 def test_untie_at_with_compile_trains_like_eager(tiny_data, tmp_path, monkeypatch):
     # An inductor cache of its own: the shared one (/tmp/torchinductor_$USER) may hold kernels that an
     # uncapped process built for this shape, and under an ATEN_CPU_CAPABILITY override torch 2.13 reuses

@@ -12,7 +12,7 @@ import torch
 
 import sample
 import train
-from conftest import REPO_ROOT, run_in_process, tiny_train_args, train_with_ddp
+from conftest import REPO_ROOT, run_in_process, tiny_train_args
 
 # one xdist worker runs this module: its module fixtures are made once (pytest.ini)
 pytestmark = pytest.mark.xdist_group('train')
@@ -91,21 +91,6 @@ def test_every_tie_mode_trains(tiny_data, tmp_path):
         assert summary['model'].is_tied == (mode != 'untied')
         rows = read_metrics(str(tmp_path / mode))
         assert summary['val_loss'] < float(rows[0]['val_loss']), mode
-
-
-def test_ddp_two_cpu_processes_end_identical_and_tied(tiny_data, tmp_path):
-    # Muon here (each rank takes the same Newton-Schulz step on the all-reduced gradients); AdamW under DDP is
-    # in test_mechanism's untie and test_2026_remedies' pit runs, one torchrun less for the suite
-    optimizer = 'muon'
-    args = tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=8, eval_interval=4,
-                           gradient_accumulation_steps=2, optimizer=optimizer)
-    rank0, rank1 = train_with_ddp(tmp_path, args)
-    for name in rank0:
-        assert torch.equal(rank0[name], rank1[name]), name
-    assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
-    ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)  # written by rank 0 alone
-    assert torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
-    assert ('muon' in ckpt['optimizer']) == (optimizer == 'muon')  # Muon's momentum saved beside AdamW's
 
 
 def test_a_checkpoint_from_before_gelu_approx_resumes_with_the_exact_gelu(trained, tiny_data, tmp_path):

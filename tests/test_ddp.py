@@ -1,0 +1,66 @@
+"""DDP on the CPU: two gloo ranks under torchrun must end with identical weights, whatever the run changes
+between them (a tied matrix under Muon, an untie midway, pit's orthonormal U). The three runs share one
+torchrun (conftest.train_with_ddp): starting it and its two interpreters costs more than the runs."""
+
+import csv
+import math
+
+import pytest
+import torch
+
+from conftest import tiny_train_args, train_with_ddp
+
+pytestmark = pytest.mark.xdist_group('ddp')  # one worker makes the runs, once (pytest.ini)
+
+# Muon in the tied run (each rank takes the same Newton-Schulz step on the all-reduced gradients); AdamW in the
+# untie and pit runs.
+RUNS = dict(
+    tied_muon=dict(max_iters=8, eval_interval=4, gradient_accumulation_steps=2, optimizer='muon'),
+    untie=dict(max_iters=8, eval_interval=4, untie_at=0.5, gradient_accumulation_steps=2),
+    pit=dict(max_iters=6, eval_interval=3, tie_mode='pit', gradient_accumulation_steps=2, input_grad_scale=2.0),
+)
+
+
+@pytest.fixture(scope='module')
+def ddp(tiny_data, tmp_path_factory):
+    """{run name: (out_dir, rank 0's state_dict, rank 1's)}"""
+    tmp = tmp_path_factory.mktemp('ddp')
+    out_dirs = {name: tmp / name for name in RUNS}
+    ranks = train_with_ddp(tmp, {name: tiny_train_args(tiny_data, str(out_dirs[name]), **settings)
+                                 for name, settings in RUNS.items()})
+    return {name: (out_dirs[name], *ranks[name]) for name in RUNS}
+
+
+def assert_ranks_identical(rank0, rank1):
+    for name in rank0:
+        assert torch.equal(rank0[name], rank1[name]), name
+
+
+def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
+    out_dir, rank0, rank1 = ddp['tied_muon']
+    assert_ranks_identical(rank0, rank1)
+    assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
+    ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=True)  # written by rank 0 alone
+    assert torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
+    assert 'muon' in ckpt['optimizer']  # Muon's momentum saved beside AdamW's
+
+
+def test_untie_at_under_ddp_keeps_the_ranks_identical(ddp):
+    out_dir, rank0, rank1 = ddp['untie']
+    assert_ranks_identical(rank0, rank1)
+    # untied at 4, then 4 steps apart: the head's gradient was all-reduced too, or the ranks would differ
+    assert rank0['lm_head.weight'].data_ptr() != rank0['token_embedding_table.weight'].data_ptr()
+    assert not torch.equal(rank0['lm_head.weight'], rank0['token_embedding_table.weight'])
+    ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=True)
+    assert ckpt['head_untied'] and torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
+
+
+def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
+    out_dir, rank0, rank1 = ddp['pit']
+    assert_ranks_identical(rank0, rank1)
+    U = rank0['token_embedding_table.weight']
+    gram = U.t() @ U if U.size(0) > U.size(1) else U @ U.t()
+    assert torch.allclose(gram, torch.eye(gram.size(0)), atol=1e-4)
+    with open(out_dir / 'metrics.csv', newline='') as f:
+        rows = list(csv.DictReader(f))
+    assert all(math.isfinite(float(r['grad_in'])) for r in rows[:-1])
