@@ -14,7 +14,7 @@ import torch
 
 import ablate
 import train
-from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
+from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lib import ablation_grid, ablation_report, run_files, run_results
 from lib.evaluation import EVAL_SEED_OFFSET, estimate_loss, recorded_eval_seed
 from lib.prepared_data import load_splits

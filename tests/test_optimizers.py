@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import ablate
-import sample
 import train
 from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
 from lib import ablation_grid, optimizers
@@ -172,15 +171,16 @@ def test_resuming_with_another_optimizer_is_one_line(tiny_data, tmp_path):
     out = str(tmp_path / 'out')
     train.train(train.parse_train_args(tiny_train_args(tiny_data, out, max_iters=5, optimizer='muon')))
     for given in (['--optimizer=adamw'], []):  # named, or left at its default
-        err = assert_one_line_error(run('train.py', *tiny_train_args(tiny_data, out, max_iters=10), *given,
-                                        '--init_from=resume'), '--optimizer=adamw', 'muon')
+        err = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, out, max_iters=10), *given,
+                                                   '--init_from=resume'), '--optimizer=adamw', 'muon')
         assert 'resume with --optimizer=muon' in err
     assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['iter_num'] == 5  # left as it was
 
 
 def test_a_head_rate_for_a_tied_matrix_is_refused_and_allowed_once_it_unties(tiny_data, tmp_path):
-    err = assert_one_line_error(run('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'a'), tie_mode='tied',
-                                                                 head_lr=1e-3)), '--head_lr', 'use --embed_lr')
+    err = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'a'),
+                                                                            tie_mode='tied', head_lr=1e-3)),
+                                '--head_lr', 'use --embed_lr')
     assert 'one matrix' in err and not os.path.exists(tmp_path / 'a')
     for tie_mode in ('small_init', 'shuffle', 'pit'):
         with pytest.raises(UserError, match='one matrix has one rate'):
@@ -208,7 +208,7 @@ def test_own_rates_need_a_learning_rate_to_follow():
 
 
 def test_bad_values_reach_the_user_as_one_line_with_exit_2():
-    assert_one_line_error(run('train.py', '--optimizer=lion'), "--optimizer='lion'", 'adamw, muon')
+    assert_one_line_error(run_in_process('train.py', '--optimizer=lion'), "--optimizer='lion'", 'adamw, muon')
     assert_one_line_error(run_in_process('ablate.py', '--modes=untied,untied_e10_e3'), "'untied_e10_e3'", 'MODE_eX')
 
 

@@ -199,9 +199,11 @@ BAD_INPUTS = {
     'ablate_batch_too_large': ('ablate.py', ['--modes=tied,untied', '--batch_size=10000000000000'],
                                ['a training step needs at least ', '--batch_size=10000000000000, --block_size=32']),
 }
-# The cases run as a subprocess, as a user runs the script (one per script); the others run in this process.
-AS_SUBPROCESS = ('shuffle_odd_width', 'sample_prompt_file_missing', 'init_loss_vocab_of_one', 'bench_negative_warmup',
-                 'ablate_batch_too_large')
+# The case run as a subprocess, as a user runs the script: sample.py's, the one script that no other bad-input
+# test starts as a process (train.py's is in test_train, bench.py's in test_bench, init_loss.py's in
+# test_named_inputs, ablate.py's in test_ablate). The others run in this process through the same run_cli: an
+# interpreter start costs seconds of CPU on the slower machines, and the suite runs on them too.
+AS_SUBPROCESS = ('sample_prompt_file_missing',)
 # Options every case of a script starts from: a small, quick setting (train.py's are tiny_train_args).
 SCRIPT_ARGS = {
     'sample.py': ['--device=cpu', '--max_new_tokens=5'],
@@ -261,7 +263,7 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
             args = tiny_train_args(tiny_data, str(tmp / f'out-{case}')) + args
         else:
             args = [arg.format(case=case, **places) for arg in SCRIPT_ARGS[script]] + args
-        # A case per script as the user runs it; the rest in this process, through the same run_cli (conftest)
+        # sample.py's case as the user runs it; the rest in this process, through the same run_cli (conftest)
         result = run(script, *args) if case in AS_SUBPROCESS else run_in_process(script, *args)
         return result, [fragment.format(**places) for fragment in fragments]
 
@@ -508,9 +510,10 @@ def test_non_finite_loss_names_the_iteration_and_keeps_the_last_good_checkpoint(
     out_dir = copy_of(trained, tmp_path) if start_from == 'resume' else str(tmp_path / 'out')
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     # Resumed, the step loss of iteration 11 sees it first; from scratch, the evaluation of iteration 1.
-    result = run('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, learning_rate=1e30, warmup_iters=0,
-                                              eval_interval=5 if start_from == 'resume' else 1),
-                 f'--init_from={start_from}')
+    result = run_in_process('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, learning_rate=1e30,
+                                                         warmup_iters=0,
+                                                         eval_interval=5 if start_from == 'resume' else 1),
+                            f'--init_from={start_from}')
     assert_one_line_error(result)
     assert result.stderr.strip() == message.format(ckpt=ckpt_path)
     if start_from == 'resume':
@@ -695,7 +698,7 @@ def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn
     # What train.py then says about a folder left without meta.json.
     os.remove(data_dir / 'meta.json')
     data_root = tmp_path / 'data'
-    result = run('train.py', f'--data_dir={data_root}', '--dataset=book', '--device=cpu')
+    result = run_in_process('train.py', f'--data_dir={data_root}', '--dataset=book', '--device=cpu')
     assert_one_line_error(result, f'no prepared data in {data_dir}',
                           f'create it with: python prepare.py --input=FILE --dataset=book --out_dir={data_root}')
 
@@ -721,7 +724,7 @@ def test_a_file_where_an_output_folder_should_be_is_one_line_and_nothing_is_writ
     args = BLOCKED_OUTPUTS[script](tiny_data, blocked)
     if script == 'export.py':
         args[0] = f'--out_dir={trained}'
-    result = (run if script == 'train.py' else run_in_process)(script, *args)  # one as the user runs it
+    result = run_in_process(script, *args)
     line = assert_one_line_error(result, str(blocked))
     assert 'a file, not a folder' in line or 'Not a directory' in line, line
     assert sorted(os.listdir(tmp_path)) == ['a-file'] and blocked.read_text() == 'not a folder'
