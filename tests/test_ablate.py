@@ -14,7 +14,7 @@ import torch
 import ablate
 from lib import ablation_figure, ablation_grid, ablation_report, run_results
 import train
-from conftest import REPO_ROOT, assert_one_line_error, run, run_in_process, tiny_train_args
+from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args
 from model import TIE_MODES
 
 # The four metrics.csv columns of the copy probe, which runs made before it lack.
@@ -477,8 +477,8 @@ def test_versus_compares_two_ablations_mode_by_mode_and_names_what_differs(every
     assert f"This ablation minus `{other_dir}`" in table and "emb_scale=True here, False there" in table
 
     # A --versus that cannot be read, or shares no mode, is one line before anything is trained.
-    result = run('ablate.py', '--quick', f'--data_dir={tiny_data}', '--dataset=tiny', f'--out_dir={tmp_path}/new',
-                 f'--versus={tmp_path}/nowhere')
+    result = run_in_process('ablate.py', '--quick', f'--data_dir={tiny_data}', '--dataset=tiny',
+                            f'--out_dir={tmp_path}/new', f'--versus={tmp_path}/nowhere')
     assert_one_line_error(result, '--versus=', 'summary.json')
     assert not os.path.exists(tmp_path / 'new')
     only_shuffle = str(tmp_path / 'shuffle')

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO_ROOT, run
+from conftest import REPO_ROOT, run_in_process
 from lib import command_line
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 
@@ -247,7 +247,7 @@ def test_every_key_of_every_script_has_a_meaning_beside_its_default(script):
 
 
 def test_help_shows_each_keys_meaning_from_where_its_default_is_written():
-    result = run('ablate.py', '--help')
+    result = run_in_process('ablate.py', '--help')
     assert result.returncode == 0
     lines = {line.split('=', 1)[0].strip(): line for line in result.stdout.splitlines() if line.startswith('  --')}
     # ablate's own key, from ablate.py's DEFAULTS.update

@@ -156,9 +156,9 @@ def test_measuring_leaves_the_callers_config_as_it_was():
 
 
 def test_plot_draws_the_readme_picture_from_a_real_model(tmp_path):
-    from conftest import run
+    from conftest import run_in_process  # init_loss.py as a process: tests/test_named_inputs.py
     target = tmp_path / 'logits.png'
-    result = run('init_loss.py', f'--plot={target}', '--modes=tied,shuffle', '--vocab_size=65', '--n_embd=32',
+    result = run_in_process('init_loss.py', f'--plot={target}', '--modes=tied,shuffle', '--vocab_size=65', '--n_embd=32',
                  '--n_layer=1', '--n_head=2', '--init_std=0.18')
     assert result.returncode == 0, result.stderr
     with open(target, 'rb') as f:

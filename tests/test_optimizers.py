@@ -9,7 +9,7 @@ import torch
 
 import ablate
 import train
-from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
+from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lib import ablation_grid, optimizers
 from lib.command_line import UserError
 from model import GPT, GPTConfig
@@ -163,7 +163,7 @@ def test_a_muon_run_resumes_bit_exact_and_samples(extra, first_half, tiny_data, 
         assert torch.equal(resumed['model'].state_dict()[name], value), name
     ckpt = torch.load(tmp_path / 'b' / 'ckpt.pt', weights_only=True)
     assert set(ckpt['optimizer']) == {'adamw', 'muon'} and ckpt['optimizer']['muon']['state']
-    result = run('sample.py', f'--out_dir={tmp_path / "b"}', '--num_samples=1', '--max_new_tokens=20', '--seed=1')
+    result = run_in_process('sample.py', f'--out_dir={tmp_path / "b"}', '--num_samples=1', '--max_new_tokens=20', '--seed=1')
     assert result.returncode == 0 and len(result.stdout.strip()) >= 20, result.stderr
 
 
