@@ -2,7 +2,9 @@
 when two commands share an out_dir), the same losses as one run after another, one progress bar, a failed
 run named with its log's last line while the others go on, and Ctrl-C stopping every run with a checkpoint."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -112,28 +114,12 @@ def test_a_failed_run_is_named_with_its_logs_last_line_and_the_rest_go_on(side_b
     assert json.load(open(os.path.join(parallel, 'summary.json')))['seeds'] == [1337, 1338]
 
 
-def test_each_worker_scores_its_runs_on_the_whole_split_so_the_summary_evaluates_nothing(tiny_data, tmp_path,
-                                                                                          monkeypatch):
-    def evaluated_by_the_summary(*args, **kwargs):
-        raise AssertionError("the summary evaluated a checkpoint that its worker should have scored")
-    monkeypatch.setattr(run_results, 'loss_by_frequency', evaluated_by_the_summary)  # this process only
-    args = grid_args(tiny_data, str(tmp_path), '--modes=untied,tied', '--jobs=2')
-    done = ablate.ablate(ablate.parse_args(args), args)
-    assert sorted(done['trained']) == [('tied', 1337), ('untied', 1337)]
-    monkeypatch.undo()
-    summary = json.load(open(tmp_path / 'summary.json'))
-    cfg = ablate.parse_args(args)
-    for mode in ('untied', 'tied'):
-        run_dir = str(tmp_path / f'{mode}-seed1337')
-        for best, cache in ((False, run_results.BUCKET_FILE), (True, run_results.BEST_BUCKET_FILE)):
-            os.remove(os.path.join(run_dir, cache))  # scored here again, with this process's threads
-            again = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg, best=best)
-            key = 'best_val_loss_all' if best else 'val_loss_all'
-            assert summary['modes'][mode][key]['per_seed'] == [pytest.approx(again[key], abs=1e-6)]
-
-
-def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(tiny_data, tmp_path, capsys):
-    out_dir = tmp_path / 'shared'
+@pytest.fixture(scope='module')
+def shared_grid(tiny_data, tmp_path_factory):
+    """untied and tied with --jobs=2 into an out_dir where another command holds untied's claim until the free run
+    is done and the held one has been tried again; the summary may not evaluate anything in this process (its
+    workers scored their runs). One grid for the two tests below: its two workers cost more than its runs."""
+    out_dir = tmp_path_factory.mktemp('jobs') / 'shared'
     held = str(out_dir / 'untied-seed1337')
     claim = grid_runner.Claim(held)  # as a second ablate.py command training that run would hold it
     seen = []
@@ -145,23 +131,49 @@ def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(tiny_da
         time.sleep(2 * grid_runner.RETRY_S)
         seen.append(sorted(os.listdir(held)))
         claim.__exit__()
+
+    def evaluated_by_the_summary(*args, **kwargs):
+        raise AssertionError("the summary evaluated a checkpoint that its worker should have scored")
+    args = grid_args(tiny_data, str(out_dir), '--modes=untied,tied', '--jobs=2', progress='true')
     releaser = threading.Thread(target=other_command)
     releaser.start()
+    out, err = io.StringIO(), io.StringIO()  # not a terminal, as under pytest's capture
     try:
-        args = grid_args(tiny_data, str(out_dir), '--modes=untied,tied', '--jobs=2', progress='true')
-        done = ablate.ablate(ablate.parse_args(args), args)
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            patch.setattr(run_results, 'loss_by_frequency', evaluated_by_the_summary)  # this process only
+            done = ablate.ablate(ablate.parse_args(args), args)
     finally:
         releaser.join()
-    assert seen == [[grid_runner.CLAIM_FILE]]  # nothing written there while another process held it
-    captured = capsys.readouterr()
-    assert f"untied seed 1337: claimed by process {os.getpid()}, which is training it; waiting for it" in captured.out
+    return dict(out_dir=out_dir, held=held, seen=seen, args=args, done=done, out=out.getvalue(), err=err.getvalue())
+
+
+def test_each_worker_scores_its_runs_on_the_whole_split_so_the_summary_evaluates_nothing(shared_grid):
+    out_dir, args, done = shared_grid['out_dir'], shared_grid['args'], shared_grid['done']
+    assert sorted(done['trained']) == [('tied', 1337), ('untied', 1337)]
+    summary = json.load(open(out_dir / 'summary.json'))
+    cfg = ablate.parse_args(args)
+    for mode in ('untied', 'tied'):
+        run_dir = str(out_dir / f'{mode}-seed1337')
+        for best, cache in ((False, run_results.BUCKET_FILE), (True, run_results.BEST_BUCKET_FILE)):
+            os.remove(os.path.join(run_dir, cache))  # scored here again, with this process's threads
+            again = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg, best=best)
+            key = 'best_val_loss_all' if best else 'val_loss_all'
+            assert summary['modes'][mode][key]['per_seed'] == [pytest.approx(again[key], abs=1e-6)]
+
+
+def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(shared_grid):
+    held, done = shared_grid['held'], shared_grid['done']
+    assert shared_grid['seen'] == [[grid_runner.CLAIM_FILE]]  # nothing written there while another process held it
+    assert f"untied seed 1337: claimed by process {os.getpid()}, which is training it; waiting for it" in \
+        shared_grid['out']
     assert done['trained'] == [('tied', 1337), ('untied', 1337)]
     (pid,) = trainers(held)
     assert pid in done['workers'] and result(held)['pid'] == pid
-    # Not on a terminal (pytest captures it): no bar drawn at all, and never a run's own progress (train.py's lines
-    # are labelled with the tie mode); tests/test_progress.py has the grid's bar on a terminal and its lines here.
-    assert '\r' not in captured.err + captured.out
-    assert not re.search(r'^(un)?tied: iter', captured.out + captured.err, re.M)
+    # Not on a terminal: no bar drawn at all, and never a run's own progress (train.py's lines are labelled with
+    # the tie mode); tests/test_progress.py has the grid's bar on a terminal and its lines here.
+    printed = shared_grid['out'] + shared_grid['err']
+    assert '\r' not in printed
+    assert not re.search(r'^(un)?tied: iter', printed, re.M)
 
 
 @pytest.mark.slow
