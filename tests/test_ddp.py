@@ -1,6 +1,5 @@
 """DDP on the CPU: two gloo ranks under torchrun must end with identical weights, whatever the run changes
-between them (a tied matrix under Muon, an untie midway, pit's orthonormal U). The three runs share one
-torchrun (conftest.train_with_ddp): starting it and its two interpreters costs more than the runs."""
+between them (a tied matrix under Muon, an untie midway, pit's orthonormal U)."""
 
 import csv
 import math
@@ -9,8 +8,6 @@ import pytest
 import torch
 
 from conftest import tiny_train_args, train_with_ddp
-
-pytestmark = pytest.mark.xdist_group('ddp')  # one worker makes the runs, once (pytest.ini)
 
 # Muon in the tied run (each rank takes the same Newton-Schulz step on the all-reduced gradients); AdamW in the
 # untie and pit runs.
@@ -21,14 +18,13 @@ RUNS = dict(
 )
 
 
-@pytest.fixture(scope='module')
-def ddp(tiny_data, tmp_path_factory):
-    """{run name: (out_dir, rank 0's state_dict, rank 1's)}"""
-    tmp = tmp_path_factory.mktemp('ddp')
-    out_dirs = {name: tmp / name for name in RUNS}
-    ranks = train_with_ddp(tmp, {name: tiny_train_args(tiny_data, str(out_dirs[name]), **settings)
-                                 for name, settings in RUNS.items()})
-    return {name: (out_dirs[name], *ranks[name]) for name in RUNS}
+@pytest.fixture
+def ddp(tiny_data, tmp_path):
+    """ddp(name) -> (out_dir, rank 0's state_dict, rank 1's) of RUNS[name] trained by a torchrun of its own"""
+    def train_run(name):
+        out_dir = tmp_path / name
+        return (out_dir, *train_with_ddp(tmp_path, tiny_train_args(tiny_data, str(out_dir), **RUNS[name])))
+    return train_run
 
 
 def assert_ranks_identical(rank0, rank1):
@@ -37,7 +33,7 @@ def assert_ranks_identical(rank0, rank1):
 
 
 def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
-    out_dir, rank0, rank1 = ddp['tied_muon']
+    out_dir, rank0, rank1 = ddp('tied_muon')
     assert_ranks_identical(rank0, rank1)
     assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
     ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=True)  # written by rank 0 alone
@@ -46,7 +42,7 @@ def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
 
 
 def test_untie_at_under_ddp_keeps_the_ranks_identical(ddp):
-    out_dir, rank0, rank1 = ddp['untie']
+    out_dir, rank0, rank1 = ddp('untie')
     assert_ranks_identical(rank0, rank1)
     # untied at 4, then 4 steps apart: the head's gradient was all-reduced too, or the ranks would differ
     assert rank0['lm_head.weight'].data_ptr() != rank0['token_embedding_table.weight'].data_ptr()
@@ -56,7 +52,7 @@ def test_untie_at_under_ddp_keeps_the_ranks_identical(ddp):
 
 
 def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
-    out_dir, rank0, rank1 = ddp['pit']
+    out_dir, rank0, rank1 = ddp('pit')
     assert_ranks_identical(rank0, rank1)
     U = rank0['token_embedding_table.weight']
     gram = U.t() @ U if U.size(0) > U.size(1) else U @ U.t()
