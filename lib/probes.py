@@ -53,6 +53,10 @@ class GradSources:
             return
         idx = inputs[0].reshape(-1)
 
+        # Under torch.compile, setting self.input_part here is a graph break on probed steps (and one more
+        # compile, as the hook comes and goes). It is the correct kind: a variant that index_adds into one
+        # persistent buffer traces without a break, and reports 0 from the second compiled step on
+        # (torch 2.13, CPU inductor). tests/test_mechanism.py compares the columns with eager's.
         def scatter(grad):
             part = torch.zeros_like(self.table.weight, dtype=torch.float32)
             part.index_add_(0, idx, grad.reshape(-1, grad.size(-1)).float())

@@ -188,3 +188,12 @@ def test_untie_at_with_compile_trains_like_eager(tiny_data, tmp_path, monkeypatc
     # A compiled graph that kept reading the old shared matrix as the head would train another model.
     for name, value in eager['model'].state_dict().items():
         assert torch.allclose(compiled['model'].state_dict()[name], value, atol=1e-4), name
+    # The gradient-source probe's hook runs inside the compiled graph on logged steps, tied and untied.
+    probed = [(row['iter'], row['grad_in'], row['grad_out']) for row in read_metrics(str(tmp_path / 'eager'))
+              if row['grad_in']]
+    assert len(probed) >= 6 and any(float(grad_in) > 0 for _, grad_in, _ in probed[1:])
+    compiled_rows = {row['iter']: row for row in read_metrics(str(tmp_path / 'compiled'))}
+    for iter_num, grad_in, grad_out in probed:
+        row = compiled_rows[iter_num]
+        for key, eager_value in (('grad_in', grad_in), ('grad_out', grad_out)):  # metrics.csv keeps 4 digits
+            assert math.isclose(float(row[key]), float(eager_value), rel_tol=2e-3, abs_tol=2e-4), (iter_num, key)
