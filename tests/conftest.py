@@ -33,14 +33,21 @@ def gpt2_files_cached():
 def pytest_configure(config):
     # `python -m pytest -m "not slow" tests/` is the quick loop while developing; CI and the README's
     # command run everything.
-    config.addinivalue_line("markers", "slow: kills, Ctrl-C and compile-failure runs (about a minute); "
-                                       "deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "slow: kills, Ctrl-C, torch.compile, torchrun and measure_gpu.sh (about two "
+                                       "minutes of CPU); deselect with -m 'not slow'")
     # pytest.ini runs a worker per core (pytest-xdist): the cores shared out as torch threads, so that two
     # workers' in-process training runs do not each spin threads for every core.
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, in their order otherwise: one handed out near the end would keep one worker busy
+    for up to half a minute while the other has nothing left to run (pytest-xdist gives out the xdist_groups
+    first, largest first, then the other tests in this order)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ def assert_ranks_identical(rank0, rank1):
         assert torch.equal(rank0[name], rank1[name]), name
 
 
+@pytest.mark.slow
 def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
     out_dir, rank0, rank1 = ddp('tied_muon')
     assert_ranks_identical(rank0, rank1)
@@ -41,6 +42,7 @@ def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
     assert 'muon' in ckpt['optimizer']  # Muon's momentum saved beside AdamW's
 
 
+@pytest.mark.slow
 def test_untie_at_under_ddp_keeps_the_ranks_identical(ddp):
     out_dir, rank0, rank1 = ddp('untie')
     assert_ranks_identical(rank0, rank1)
@@ -51,6 +53,7 @@ def test_untie_at_under_ddp_keeps_the_ranks_identical(ddp):
     assert ckpt['head_untied'] and torch.equal(ckpt['model']['lm_head.weight'], rank0['lm_head.weight'])
 
 
+@pytest.mark.slow
 def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
     out_dir, rank0, rank1 = ddp('pit')
     assert_ranks_identical(rank0, rank1)

@@ -5,9 +5,12 @@ import csv
 import os
 import subprocess
 
+import pytest
+
 from conftest import ENV, REPO_ROOT
 
 
+@pytest.mark.slow
 def test_measure_gpu_runs_every_step_on_a_cpu_into_at_most_eight_files(tiny_data, tmp_path):
     out = tmp_path / 'gpu'
     result = subprocess.run(['bash', 'docs/measure_gpu.sh', '--device=cpu', f'--out={out}', f'--data_dir={tiny_data}',

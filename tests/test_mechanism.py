@@ -175,6 +175,7 @@ def test_bad_untie_at_is_one_line(args, culprit, tiny_data, tmp_path):
     assert not os.path.exists(tmp_path / 'out')  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_untie_at_with_compile_trains_like_eager(tiny_data, tmp_path, monkeypatch):
     # An inductor cache of its own: the shared one (/tmp/torchinductor_$USER) may hold kernels that an
     # uncapped process built for this shape, and under an ATEN_CPU_CAPABILITY override torch 2.13 reuses
