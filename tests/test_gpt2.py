@@ -3,6 +3,7 @@ weights, 2 layers, width 64, GPT-2's vocabulary so that tiktoken's tokenizer fit
 real one. Loading gives transformers' logits and one shared matrix; fine-tuning and resuming run;
 export round-trips with the tie declared; what cannot be done is one line."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -11,8 +12,8 @@ import sys
 import pytest
 import torch
 
-transformers = pytest.importorskip('transformers', reason='transformers is optional: pip install transformers')
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+if importlib.util.find_spec('transformers') is None:
+    pytest.skip('transformers is optional: pip install transformers', allow_module_level=True)
 
 import export  # noqa: E402
 import init_loss  # noqa: E402
@@ -32,12 +33,20 @@ N_POSITIONS = 32
 TOL = 1e-4  # the issue's bar for "the same logits" in float32
 
 
+def hf_gpt2_class():
+    """transformers' GPT2LMHeadModel, imported when a test runs: at collection, which every xdist worker does,
+    it would cost each of them about 3 s of CPU (a Zen 3), also the worker that never runs this module."""
+    from transformers import GPT2LMHeadModel
+    return GPT2LMHeadModel
+
+
 @pytest.fixture(scope='module')
 def hf_dir(tmp_path_factory):
     """A transformers GPT-2 folder. Every tensor is perturbed away from transformers' init (zero biases,
     unit LayerNorm gains), so a bias, gain or transpose mapped to the wrong place shows in the logits."""
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_positions=N_POSITIONS, n_embd=64, n_layer=2, n_head=2))
+    from transformers import GPT2Config
+    model = hf_gpt2_class()(GPT2Config(vocab_size=50257, n_positions=N_POSITIONS, n_embd=64, n_layer=2, n_head=2))
     with torch.no_grad():
         for p in model.parameters():  # the tied wte/lm_head is one parameter here, perturbed once
             p.add_(torch.randn_like(p) * 0.1)
@@ -47,7 +56,7 @@ def hf_dir(tmp_path_factory):
 
 
 def hf_logits(folder, idx):
-    hf = GPT2LMHeadModel.from_pretrained(folder).float().eval()
+    hf = hf_gpt2_class().from_pretrained(folder).float().eval()
     with torch.no_grad():
         return hf(idx).logits  # (B, T, vocab)
 
@@ -81,7 +90,7 @@ def test_the_tie_survives_loading_as_one_tensor(hf_dir):
     model = hf_gpt2.from_pretrained(hf_dir)
     assert model.lm_head.weight is model.token_embedding_table.weight
     assert model.lm_head.weight.data_ptr() == model.token_embedding_table.weight.data_ptr()
-    hf = GPT2LMHeadModel.from_pretrained(hf_dir)
+    hf = hf_gpt2_class().from_pretrained(hf_dir)
     assert model.num_params() == hf.num_parameters() == sum(p.numel() for p in hf.parameters())
     # One tensor, so a training step that moves the head moves the embedding with it.
     _, loss = model.train()(random_ids(), random_ids())
@@ -231,7 +240,7 @@ def test_export_round_trips_with_the_tie_declared(tie_mode, finetuned, hf_dir, b
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     ours = GPT(train.make_model_config(dict(ckpt['model_args'])))
     ours.load_state_dict(ckpt['model'])
-    theirs = GPT2LMHeadModel.from_pretrained(target).eval()
+    theirs = hf_gpt2_class().from_pretrained(target).eval()
     tied = tie_mode == 'tied'
     assert theirs.config.tie_word_embeddings is tied
     assert (theirs.lm_head.weight.data_ptr() == theirs.transformer.wte.weight.data_ptr()) is tied
@@ -252,7 +261,7 @@ def test_export_folds_logit_scale_and_gives_a_bias_free_model_zero_biases(tiny_d
     train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=2, eval_interval=2,
                                                        tie_mode='logit_scale', bias=False)))
     export.main([f'--out_dir={out_dir}', f'--to={tmp_path}/hf'])
-    theirs = GPT2LMHeadModel.from_pretrained(str(tmp_path / 'hf')).eval()
+    theirs = hf_gpt2_class().from_pretrained(str(tmp_path / 'hf')).eval()
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     ours = GPT(train.make_model_config(dict(ckpt['model_args'])))
     ours.load_state_dict(ckpt['model'])
@@ -271,7 +280,7 @@ def test_export_of_pit_is_an_untied_gpt2_with_its_two_matrices_and_the_same_logi
     trained = train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=8, eval_interval=4,
                                                                  tie_mode='pit', emb_scale=emb_scale)))
     export.main([f'--out_dir={out_dir}', f'--to={tmp_path}/hf'])
-    theirs = GPT2LMHeadModel.from_pretrained(str(tmp_path / 'hf')).eval()
+    theirs = hf_gpt2_class().from_pretrained(str(tmp_path / 'hf')).eval()
     assert theirs.config.tie_word_embeddings is False
     assert theirs.lm_head.weight.data_ptr() != theirs.transformer.wte.weight.data_ptr()
     ours = trained['model'].eval()
@@ -327,7 +336,7 @@ def test_export_of_a_compact_vocabulary_says_its_ids_are_not_gpt2s_and_samples_b
     vocab = meta['vocab_size']
     assert vocab < 200 and len(meta['bpe_ids']) == vocab  # compact: a few dozen GPT-2 ids, renumbered
     assert f"compact GPT-2 BPE vocabulary: id i is GPT-2's id bpe_ids[i] in meta.json ({vocab} ids" in printed
-    assert GPT2LMHeadModel.from_pretrained(target).config.vocab_size == vocab
+    assert hf_gpt2_class().from_pretrained(target).config.vocab_size == vocab
 
     # Greedy samples through the export and straight from the checkpoint are the same text, decoded
     # with bpe_ids: read as GPT-2 ids, the exported head would give other tokens.
