@@ -190,6 +190,7 @@ def train_with_ddp(tmp_path, args):
     """))
     result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
                              str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
-                            env=dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES=''))
+                            # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
+                            env=dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path)))
     assert result.returncode == 0, result.stderr[-3000:]
     return [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]
