@@ -54,8 +54,8 @@ class GradSources:
         idx = inputs[0].reshape(-1)
 
         # Under torch.compile, setting self.input_part here is a graph break on probed steps (and one more
-        # compile, as the hook comes and goes). It is the correct kind: a variant that index_adds into one
-        # persistent buffer traces without a break, and reports 0 from the second compiled step on
+        # compile, as the hook comes and goes). The break stays: a variant that index_adds into one persistent
+        # buffer traces without a break, and reports 0 from the second compiled step on
         # (torch 2.13, CPU inductor). tests/test_mechanism.py compares the columns with eager's.
         def scatter(grad):
             part = torch.zeros_like(self.table.weight, dtype=torch.float32)
