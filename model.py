@@ -380,8 +380,8 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-        """[AdamW], or [AdamW, Muon] when muon (a function that makes a torch.optim.Muon of a list of matrices,
-        lib/optimizers.py) is given. Decay on matrices only, not on biases and norm gains. The groups are named
+        """[AdamW], or [AdamW, Muon] when muon (a function that makes a Muon of its groups and of the maps each
+        stacked matrix holds, lib/optimizers.py) is given. Decay on matrices only, not on biases and norm gains. The groups are named
         for their roles so that each end of the model can have its own rate: 'embed' (the token table, which
         is the shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices',
         'gains'. pit's U and L are not decayed (the retraction would undo it on U; shrinking L makes S singular)."""
@@ -402,7 +402,11 @@ class GPT(nn.Module):
             # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
             fused = device_type in ('cpu', 'cuda', 'mps')
         adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
-        return [adamw, muon([dict(params=hidden, role='muon')])] if muon else [adamw]
+        # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but it is three maps; orthogonalised as one
+        # matrix, the three would share one set of singular directions. So Muon is told it holds 3, and (with
+        # --muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
+        maps = {block.attn.c_attn.weight: 3 for block in self.blocks}
+        return [adamw, muon([dict(params=hidden, role='muon')], maps)] if muon else [adamw]
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):

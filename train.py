@@ -27,8 +27,8 @@ from lib.hf_gpt2 import start_from_pretrained
 from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves, flops_per_token,
                          out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
 from lib.evaluation import estimate_loss
-from lib.optimizers import (OPTIMIZERS, build_optimizer, check_head_lr, check_optimizer_args,
-                            check_same_optimizer, set_rates, untie_head)
+from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, build_optimizer, check_head_lr, check_optimizer_args,
+                            check_same_optimizer, resume_rates, set_rates, untie_head)
 from lib.probes import GradSources
 from lib.progress import training_progress
 from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
@@ -76,8 +76,13 @@ DEFAULTS = dict(
     head_lr=None,                   # an untied head's peak rate; None: learning_rate (after --untie_at: embed_lr)
     muon_lr=8e-3,                   # Muon's peak rate, in AdamW's units (match_rms_adamw); from config/muon_sweep.sh
     muon_momentum=0.95,             # Muon's momentum (Nesterov); from config/muon_sweep.sh
+    muon_qkv='split',               # split: Muon orthogonalises q, k and v each as one map; fused: their stack as one
+                                    # matrix (experiment 6's runs; lib/optimizers.py)
     max_iters=2000,                 # optimizer steps in all
     weight_decay=0.1,               # decoupled decay of the matrices (not of biases and norm gains)
+    ends_decay='coupled',           # the token table's and an untied head's decay: coupled (weight_decay, so a step
+                                    # decays by rate x weight_decay), per_step (weight_decay / the end's multiple of
+                                    # learning_rate: a step's decay stays that of x1), or none (lib/optimizers.py)
     beta1=0.9,                      # AdamW's first-moment decay
     beta2=0.99,                     # AdamW's second-moment decay
     grad_clip=1.0,                  # the largest gradient norm (clipped above it); 0 disables
@@ -92,7 +97,8 @@ DEFAULTS = dict(
     compile='auto',                 # auto: on for CUDA, off elsewhere
     seed=1337,                      # the weights' draw and the data order (each DDP rank adds its rank)
 )
-CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'), optimizer=OPTIMIZERS)
+CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'), optimizer=OPTIMIZERS,
+               muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY)
 
 
 def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
@@ -281,6 +287,7 @@ def train(cfg, progress=None):
             check_resume_compatible(ckpt, cfg, DEFAULTS, files.ckpt_path)
             check_same_vocabulary(ckpt['meta'], meta, files.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
             check_same_optimizer(ckpt.get('config', {}), cfg, files.ckpt_path)
+            resume_rates(ckpt.get('config', {}), cfg, DEFAULTS, files.ckpt_path)
         pretrained = None
         if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
             pretrained = start_from_pretrained(cfg, DEFAULTS, meta)

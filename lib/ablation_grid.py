@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from lib import run_files
 from lib.command_line import UserError
+from lib.optimizers import LEGACY_OPTIMIZER_KEYS
 from model import GPTConfig, TIE_MODES
 
 
@@ -73,8 +74,8 @@ BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 # Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
 # untie_at, which runs made before the tied_untie row do not record (none of them untied), and the
 # optimizer's, from before --optimizer (all AdamW at one rate).
-LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, optimizer='adamw', embed_lr=None, head_lr=None)
-MUON_KEYS = ('muon_lr', 'muon_momentum')  # read by Muon runs only: an AdamW run matches whatever they are
+LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, **LEGACY_OPTIMIZER_KEYS)
+MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
 
 def untie_iter(cfg):

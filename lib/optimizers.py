@@ -7,14 +7,26 @@ train.py's one schedule, and the untie of --untie_at.
 Muon's learning-rate adjustment is torch's 'match_rms_adamw' (0.2 * sqrt(max(A, B)) for an A x B matrix, from
 Moonshot's "Muon is Scalable for LLM Training", arXiv 2502.16982): it scales the orthogonalised update to the
 size an AdamW update would have, so --muon_lr is in AdamW's units, the same weight decay carries over, and a
-sweep of one is comparable with a sweep of the other. 'original' (Keller Jordan's sqrt(max(1, A/B))) would
-want rates about 30x larger (0.02 rather than 1e-3) for the same step size here.
+sweep of one is comparable with a sweep of the other. 'original' (Keller Jordan's sqrt(max(1, A/B))) gives a
+smaller step for the same rate: match_rms_adamw / original is 0.2 * sqrt(max(A, B)) / sqrt(max(1, A/B)), 2.26
+for the 128 x 128 matrices (and each 128 x 128 slice of q, k, v), 4.53 for the MLP's 512 x 128, so 'original'
+would want rates 2.3-4.5x larger (about 0.02) to match muon_lr's default 8e-3 here.
+
+Which matrices are one map: c_attn holds q, k and v stacked (3d x d) for one matmul, but they are three maps,
+and Muon orthogonalises each map it is given as a whole; with --muon_qkv=split (the default) each d x d slice
+is orthogonalised on its own, with its own rate adjustment, as nanochat (separate matrices) and modded-nanogpt
+(a slice at a time) do. --muon_qkv=fused treats the stack as one 3d x d matrix, as experiment 6 did.
+
+A rate is also a decay: both optimizers decay a weight by lr * weight_decay a step, so an end's rate at x10
+also decays it ten times harder. --ends_decay says what a sweep of the ends' rates holds fixed (DESIGN.md 2c):
+'coupled' (torch's, the default) the coefficient weight_decay; 'per_step' the decay per step, weight_decay
+divided by the end's multiple of learning_rate; 'none' no decay on the token table and an untied head.
 """
 
 import math
 
 import torch
-from torch.optim._muon import _adjust_lr
+from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from lib.command_line import UserError
 from lib.machine import cpu_has_native_bf16
@@ -23,6 +35,15 @@ from lib.machine import cpu_has_native_bf16
 OPTIMIZERS = ('adamw', 'muon')
 MUON_LR_ADJUSTMENT = 'match_rms_adamw'
 LR_KEYS = ('embed_lr', 'head_lr', 'muon_lr')
+MUON_QKV = ('split', 'fused')
+ENDS_DECAY = ('coupled', 'per_step', 'none')
+# What a run made before these keys existed was trained with (its checkpoint and result.json lack them).
+LEGACY_OPTIMIZER_KEYS = dict(optimizer='adamw', embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
+# A resume goes on with the rates and schedule it stopped with: keys left at their default take the
+# checkpoint's value; a different value given on the command line is a one-line error naming it.
+RESUMED_KEYS = ('learning_rate', 'min_lr', 'warmup_iters', 'lr_decay_iters', 'decay_lr', 'weight_decay', 'beta1',
+                'beta2', 'grad_clip', 'untie_at', 'embed_lr', 'head_lr', 'muon_lr', 'muon_momentum', 'muon_qkv',
+                'ends_decay')
 
 
 def check_optimizer_args(cfg):
@@ -61,6 +82,21 @@ def check_same_optimizer(saved_cfg, cfg, path):
                         f"state of {saved}; resume with --optimizer={saved} or start a new --out_dir")
 
 
+def resume_rates(saved_cfg, cfg, defaults, path):
+    """A resume goes on with the rates, the schedule and the untie it was started with (RESUMED_KEYS): a key left
+    at its default takes the checkpoint's value, so `--init_from=resume` alone never changes a rate; a key given
+    another value is refused in one line. (Before this, an untied run's head fell back from embed_lr to
+    learning_rate on a plain resume.)"""
+    for key in RESUMED_KEYS:
+        if key not in saved_cfg and key not in LEGACY_OPTIMIZER_KEYS:
+            continue  # a checkpoint older than the key, which has no value to go on with: the default's
+        saved = saved_cfg.get(key, LEGACY_OPTIMIZER_KEYS.get(key))
+        if cfg[key] != defaults[key] and cfg[key] != saved:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; a "
+                            f"resume goes on with the rates it stopped with: drop the option or start a new --out_dir")
+        cfg[key] = saved
+
+
 # ---------------------------------------------------------------- Muon on a CPU
 
 def newton_schulz(update, coefficients, steps, eps):
@@ -75,12 +111,24 @@ def newton_schulz(update, coefficients, steps, eps):
     return x.T if update.size(0) > update.size(1) else x
 
 
-class Float32Muon(torch.optim.Muon):
-    """torch.optim.Muon, step for step (momentum, Nesterov, decoupled decay, the rate adjustment), with its
-    Newton-Schulz iteration in float32. torch's casts it to bfloat16, the fast path on a GPU and on a CPU with
-    native bf16; a CPU without it emulates those matmuls: 71 ms instead of 2.5 ms for one 512 x 128 matrix, and
-    a default-recipe step of 563 ms with torch's Muon against 90 ms with this one (one thread, a Zen 4 capped
-    at AVX2; docs/performance.md)."""
+class SlicedMuon(torch.optim.Muon):
+    """torch.optim.Muon, step for step (momentum, Nesterov, decoupled decay, the rate adjustment), with two
+    changes. (1) maps: a matrix that stacks k maps (c_attn's q, k, v: k = 3) is orthogonalised a row block at a
+    time, each block with its own rate adjustment, as k separate matrices would be. (2) the Newton-Schulz dtype:
+    torch casts to bfloat16, the fast path on a GPU and on a CPU with native bf16; a CPU without it emulates those
+    matmuls (71 ms instead of 2.5 ms for one 512 x 128 matrix, a default-recipe step of 563 ms against 90 ms;
+    one thread, a Zen 4 capped at AVX2; docs/performance.md), so there it runs in float32 (newton_schulz above).
+    With no maps and bfloat16 it is torch's Muon to the bit (tests/test_optimizers.py)."""
+
+    def __init__(self, params, maps=None, float32=False, **settings):
+        super().__init__(params, **settings)
+        self.maps = maps or {}  # parameter -> number of maps stacked along its rows
+        self.float32 = float32
+
+    def orthogonalise(self, update, group):
+        if self.float32:
+            return newton_schulz(update.float(), group['ns_coefficients'], group['ns_steps'], group['eps'])
+        return _zeropower_via_newtonschulz(update, group['ns_coefficients'], group['ns_steps'], group['eps'])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -94,17 +142,20 @@ class Float32Muon(torch.optim.Muon):
                 buffer = state['momentum_buffer']
                 buffer.lerp_(p.grad, 1 - group['momentum'])
                 update = p.grad.lerp(buffer, group['momentum']) if group['nesterov'] else buffer
-                update = newton_schulz(update.float(), group['ns_coefficients'], group['ns_steps'], group['eps'])
                 p.mul_(1 - group['lr'] * group['weight_decay'])
-                p.add_(update.to(p.dtype), alpha=-_adjust_lr(group['lr'], group['adjust_lr_fn'], p.shape))
+                for p_map, update_map in zip(p.chunk(self.maps.get(p, 1)), update.chunk(self.maps.get(p, 1))):
+                    p_map.add_(self.orthogonalise(update_map, group).to(p.dtype),
+                               alpha=-_adjust_lr(group['lr'], group['adjust_lr_fn'], p_map.shape))
 
 
 def muon_maker(cfg, device_type):
-    """What model.configure_optimizers calls to build Muon over the blocks' matrices: torch's own on a GPU and
-    on a CPU with native bf16, Float32Muon on a CPU that only emulates bf16."""
-    kind = Float32Muon if device_type == 'cpu' and not cpu_has_native_bf16() else torch.optim.Muon
-    return lambda groups: kind(groups, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
-                               weight_decay=cfg['weight_decay'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
+    """What model.configure_optimizers calls, with its groups and the maps its stacked matrices hold, to build
+    Muon over the blocks' matrices: Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16,
+    in float32 on a CPU that only emulates bf16; stacked q, k, v one map each under --muon_qkv=split."""
+    float32 = device_type == 'cpu' and not cpu_has_native_bf16()
+    return lambda groups, maps: SlicedMuon(groups, maps=maps if cfg.get('muon_qkv', 'split') == 'split' else None,
+                                           float32=float32, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
+                                           weight_decay=cfg['weight_decay'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
 
 
 # ---------------------------------------------------------------- the optimizers as one
@@ -168,9 +219,23 @@ def from_two_groups(saved, adamw, model):
 def build_optimizer(raw_model, cfg, device_type, fused=None):
     """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
     muon = muon_maker(cfg, device_type) if cfg.get('optimizer', 'adamw') == 'muon' else None
-    return Optimizers(raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                                     (cfg['beta1'], cfg['beta2']), device_type, fused=fused,
-                                                     muon=muon))
+    optimizer = Optimizers(raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+                                                          (cfg['beta1'], cfg['beta2']), device_type, fused=fused,
+                                                          muon=muon))
+    set_ends_decay(optimizer, cfg)
+    return optimizer
+
+
+def set_ends_decay(optimizer, cfg):
+    """--ends_decay: the decay coefficient of the token table's group and the head's (an untied head, or the one
+    --untie_at will fill). A group made without decay (pit's U) stays without. 'per_step' divides weight_decay by
+    the end's multiple of learning_rate, so lr * weight_decay, the decay a step, is what it is at x1."""
+    form, peaks, lr = cfg.get('ends_decay', 'coupled'), peak_rates(cfg), cfg['learning_rate']
+    for group in optimizer.adamw.param_groups:
+        if group['role'] not in ('embed', 'head') or group['weight_decay'] == 0 or form == 'coupled':
+            continue
+        multiple = peaks[group['role']] / lr if lr > 0 else 1.0
+        group['weight_decay'] = 0.0 if form == 'none' else cfg['weight_decay'] / multiple
 
 
 # ---------------------------------------------------------------- a rate for each role

@@ -62,12 +62,12 @@ def test_adamw_alone_is_one_optimizer_with_every_parameter_once_and_no_muon():
 
 
 def muon_pair(monkeypatch=None):
-    """torch.optim.Muon and Float32Muon on two copies of one matrix, with the same gradients three times."""
+    """torch.optim.Muon and SlicedMuon in float32 on two copies of one matrix, with the same gradients three times."""
     torch.manual_seed(0)
     a = torch.nn.Parameter(torch.randn(48, 16) * 0.1)
     b = torch.nn.Parameter(a.detach().clone())
     settings = dict(lr=0.02, momentum=0.9, weight_decay=0.1, adjust_lr_fn='match_rms_adamw')
-    theirs, ours = torch.optim.Muon([a], **settings), optimizers.Float32Muon([b], **settings)
+    theirs, ours = torch.optim.Muon([a], **settings), optimizers.SlicedMuon([b], float32=True, **settings)
     start = a.detach().clone()
     for step in range(3):
         grad = torch.randn(48, 16, generator=torch.Generator().manual_seed(step))
@@ -89,6 +89,83 @@ def test_float32_muon_steps_exactly_like_torchs_muon_but_for_the_newton_schulz_d
     assert (ours - start).abs().max() > 1e-3  # three steps of about lr * 0.2 * sqrt(48) each did move it
     assert torch.equal(our_muon.state[our_muon.param_groups[0]['params'][0]]['momentum_buffer'],
                        torch_muon.state[torch_muon.param_groups[0]['params'][0]]['momentum_buffer'])
+
+
+def muon_steps(muon, params, steps=3):
+    for step in range(steps):
+        for i, p in enumerate(params):
+            p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(10 * step + i))
+        muon.step()
+
+
+def test_sliced_muon_without_maps_in_bfloat16_is_torchs_muon_to_the_bit():
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(48, 16) * 0.1)
+    b = torch.nn.Parameter(a.detach().clone())
+    settings = dict(lr=0.02, momentum=0.9, weight_decay=0.1, adjust_lr_fn='match_rms_adamw')
+    muon_steps(torch.optim.Muon([a], **settings), [a])
+    muon_steps(optimizers.SlicedMuon([b], **settings), [b])
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('float32', [False, True])
+def test_a_stacked_matrix_steps_as_its_maps_would_apart(float32):
+    # c_attn's q, k, v stacked (3d x d) under maps=3 must move exactly as three d x d matrices, each orthogonalised
+    # with its own rate adjustment; as one matrix (no maps) it moves otherwise
+    torch.manual_seed(0)
+    stacked = torch.nn.Parameter(torch.randn(48, 16) * 0.1)
+    apart = [torch.nn.Parameter(block.detach().clone()) for block in stacked.chunk(3)]
+    fused = torch.nn.Parameter(stacked.detach().clone())
+    settings = dict(lr=0.02, momentum=0.9, weight_decay=0.1, adjust_lr_fn='match_rms_adamw', float32=float32)
+    for step in range(3):
+        grad = torch.randn(48, 16, generator=torch.Generator().manual_seed(step))
+        stacked.grad, fused.grad = grad.clone(), grad.clone()
+        for p, g in zip(apart, grad.chunk(3)):
+            p.grad = g.clone()
+        if step == 0:
+            sliced_muon = optimizers.SlicedMuon([stacked], maps={stacked: 3}, **settings)
+            apart_muon = optimizers.SlicedMuon(apart, **settings)
+            fused_muon = optimizers.SlicedMuon([fused], **settings)
+        for muon in (sliced_muon, apart_muon, fused_muon):
+            muon.step()
+    assert torch.equal(stacked.detach(), torch.cat([p.detach() for p in apart]))
+    assert (fused - stacked).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('qkv, maps', [('split', 3), ('fused', 1)])
+def test_muon_is_told_that_each_blocks_qkv_holds_three_maps(qkv, maps):
+    model, optimizer = built('tied', '--optimizer=muon', f'--muon_qkv={qkv}')
+    for block in model.blocks:
+        assert optimizer.muon.maps.get(block.attn.c_attn.weight, 1) == maps
+        assert optimizer.muon.maps.get(block.mlp.c_fc.weight, 1) == 1
+    assert model.blocks[0].attn.c_attn.weight.shape == (3 * SHAPE['n_embd'], SHAPE['n_embd'])
+
+
+@pytest.mark.parametrize('form, table, head', [('coupled', 0.1, 0.1), ('per_step', 0.1 / 10, 0.1 / 3),
+                                               ('none', 0.0, 0.0)])
+def test_ends_decay_sets_what_a_rate_sweep_holds_fixed(form, table, head):
+    args = ('--embed_lr=1e-2', '--head_lr=3e-3', f'--ends_decay={form}')
+    _, optimizer = built('untied', *args)
+    decay = {group['role']: group['weight_decay'] for group in optimizer.adamw.param_groups}
+    assert decay == pytest.approx(dict(embed=table, head=head, matrices=0.1, gains=0.0))
+    _, optimizer = built('pit', '--embed_lr=1e-2', f'--ends_decay={form}')  # U is never decayed (the retraction)
+    assert optimizer.adamw.param_groups[0]['weight_decay'] == 0.0
+
+
+def test_per_step_decay_shrinks_an_unseen_row_as_much_at_x10_as_at_x1():
+    # a token not in the batch has a zero gradient: on AdamW's first step its row only decays, by lr * decay
+    cfg_1, cfg_10 = (config('--tie_mode=untied', '--ends_decay=per_step', *more) for more in ([], ['--embed_lr=1e-2']))
+    shrink = []
+    for cfg in (cfg_1, cfg_10):
+        # untied: a tied table's every row gets the head's gradient; an untied one's unseen rows get none
+        model, optimizer = built('untied', *(f'--{k}={cfg[k]}' for k in ('ends_decay', 'embed_lr') if cfg[k]))
+        table = model.token_embedding_table.weight
+        seen = torch.randint(SHAPE['vocab_size'], (4, SHAPE['block_size']), generator=torch.Generator().manual_seed(1))
+        token = next(i for i in range(SHAPE['vocab_size']) if i not in seen)  # not in one_step's batch
+        unseen = table[token].detach().clone()
+        one_step(model, optimizer, cfg, it=100)
+        shrink.append((table[token].detach().norm() / unseen.norm()).item())
+    assert shrink[0] == pytest.approx(shrink[1], rel=1e-6) and shrink[0] < 1 - 5e-5
 
 
 def test_float32_muon_is_within_bfloat16_rounding_of_torchs_muon():
@@ -149,20 +226,24 @@ def test_a_checkpoint_from_before_the_roles_resumes_with_each_parameters_adamw_s
 
 @pytest.mark.parametrize('extra, first_half', [(dict(optimizer='muon'), {}),
                                                (dict(optimizer='muon', untie_at=0.5, embed_lr=3e-3, head_lr=1e-3),
-                                                dict(untie_at=10 / 12))],  # untied at 10 in both, as straight
-                         ids=['muon', 'muon-untie-own-rates'])
+                                                dict(untie_at=10 / 12)),  # untied at 10 in both, as straight
+                                               (dict(untie_at=0.5, embed_lr=1e-2, ends_decay='per_step'),
+                                                dict(untie_at=10 / 12))],
+                         ids=['muon', 'muon-untie-own-rates', 'untie-own-rate-plain-resume'])
 def test_a_muon_run_resumes_bit_exact_and_samples(extra, first_half, tiny_data, tmp_path):
-    common = dict(lr_decay_iters=20, eval_interval=5, dropout=0.1, **extra)
+    common = dict(lr_decay_iters=20, eval_interval=5, dropout=0.1)
 
     def args(out, **more):
         return train.parse_train_args(tiny_train_args(tiny_data, str(tmp_path / out), **dict(common, **more)))
-    straight = train.train(args('a', max_iters=20))
-    train.train(args('b', max_iters=12, **first_half))  # past the untie at 10: the head is in AdamW's 'head' group
-    resumed = train.train(args('b', max_iters=20, init_from='resume'))
+    straight = train.train(args('a', max_iters=20, **extra))
+    train.train(args('b', max_iters=12, **dict(extra, **first_half)))  # past the untie at 10: a 'head' group
+    # the resume names only the optimizer: the rates, the decay form and the untie go on as the checkpoint has them
+    resumed = train.train(args('b', max_iters=20, init_from='resume', optimizer=extra.get('optimizer', 'adamw')))
     for name, value in straight['model'].state_dict().items():
         assert torch.equal(resumed['model'].state_dict()[name], value), name
     ckpt = torch.load(tmp_path / 'b' / 'ckpt.pt', weights_only=True)
-    assert set(ckpt['optimizer']) == {'adamw', 'muon'} and ckpt['optimizer']['muon']['state']
+    if extra.get('optimizer') == 'muon':
+        assert set(ckpt['optimizer']) == {'adamw', 'muon'} and ckpt['optimizer']['muon']['state']
     result = run_in_process('sample.py', f'--out_dir={tmp_path / "b"}', '--num_samples=1', '--max_new_tokens=20', '--seed=1')
     assert result.returncode == 0 and len(result.stdout.strip()) >= 20, result.stderr
 
@@ -174,6 +255,18 @@ def test_resuming_with_another_optimizer_is_one_line(tiny_data, tmp_path):
         err = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, out, max_iters=10), *given,
                                                    '--init_from=resume'), '--optimizer=adamw', 'muon')
         assert 'resume with --optimizer=muon' in err
+    assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['iter_num'] == 5  # left as it was
+
+
+@pytest.mark.parametrize('given', ['--embed_lr=3e-3', '--head_lr=1e-3', '--learning_rate=3e-4',
+                                   '--ends_decay=none', '--muon_qkv=fused'])
+def test_a_resume_that_would_change_a_rate_is_one_line_naming_the_key(given, tiny_data, tmp_path):
+    out = str(tmp_path / 'out')
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out, max_iters=5, optimizer='muon',
+                                                       untie_at=0.5, embed_lr=1e-2)))
+    with pytest.raises(UserError, match=f"{given.split('=')[0]}=.* disagrees with the checkpoint"):
+        train.train(train.parse_train_args(tiny_train_args(tiny_data, out, max_iters=10, optimizer='muon',
+                                                           init_from='resume') + [given]))
     assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['iter_num'] == 5  # left as it was
 
 
