@@ -121,6 +121,30 @@ def _read_config_file(path):
             if not name.startswith("_") and name not in imported and not isinstance(value, types.ModuleType)}
 
 
+# The one name a config file may assign that is no setting: the config whose settings it starts from.
+BASE_KEY = "base_config"
+
+
+def _config_settings(path, chain=()):
+    """[(file, name, value)] of a config file in the order they apply: those of the config it names as
+    base_config first (and its base's before those), then its own, so that a file only writes what it
+    changes. base_config is a path relative to the naming file's folder, as an #include's is, so that a
+    config works from whatever folder a script is run in. chain: the files that led here, to refuse a loop."""
+    settings = _read_config_file(path)
+    base = settings.pop(BASE_KEY, None)
+    if base is None:
+        return [(path, name, value) for name, value in settings.items()]
+    if not isinstance(base, str) or not base.endswith(".py"):
+        raise UserError(f"{BASE_KEY} in {path} must name a .py config file, such as 'recipe_bpe.py', got {base!r}")
+    base_path = os.path.normpath(os.path.join(os.path.dirname(path), base))
+    if not os.path.isfile(base_path):
+        raise UserError(f"{BASE_KEY} in {path} names {base!r}, but {base_path} is not a file")
+    chain = (*chain, path)
+    if any(os.path.realpath(base_path) == os.path.realpath(earlier) for earlier in chain):
+        raise UserError(f"{BASE_KEY} goes round in a circle: {' -> '.join([*chain, base_path])}")
+    return _config_settings(base_path, chain) + [(path, name, value) for name, value in settings.items()]
+
+
 def key_meanings(*paths):
     """{key: its one-line meaning}: the comment beside each key of the DEFAULTS that the files at paths write
     (`DEFAULTS = dict(...)` and `DEFAULTS.update(...)`), with the comment lines that continue it in the same
@@ -186,7 +210,8 @@ def check_seed(seed, key='seed'):
 
 def parse_config(defaults, argv, choices=None):
     """
-    Return a new dict: defaults, then each config file in argv, then each --key=value in argv.
+    Return a new dict: defaults, then each config file in argv (after the config it names as base_config,
+    if any), then each --key=value in argv.
     Values take the type of their default; a None default takes a Python literal or plain text.
     Every mistake (unknown key, wrong type, value outside choices) raises UserError.
     """
@@ -200,10 +225,10 @@ def parse_config(defaults, argv, choices=None):
         if not arg.startswith("-"):
             if seen_override:
                 raise UserError(f"unexpected argument '{arg}' after --key=value options; config files come first")
-            for name, value in _read_config_file(arg).items():
+            for source, name, value in _config_settings(arg):
                 if name not in defaults:
-                    raise _unknown_key(name, defaults, "'{}'", f" in {arg}")
-                _set(config, name, value, defaults, choices, f"{name} in {arg}")
+                    raise _unknown_key(name, defaults, "'{}'", f" in {source}")
+                _set(config, name, value, defaults, choices, f"{name} in {source}")
             continue
         if not arg.startswith("--") or arg == "--" or arg.startswith("---"):
             raise UserError(f"unexpected argument '{arg}'; options look like --key=value")

@@ -159,6 +159,38 @@ def test_config_file_problems_are_user_errors(tmp_path):
     assert "fails.py line 2" in message and "NameError" in message
 
 
+def test_config_takes_its_base_configs_values_and_changes_only_its_own(tmp_path, monkeypatch):
+    (tmp_path / "recipes").mkdir()
+    write(tmp_path / "recipes" / "root.py", "learning_rate = 1e-2\nmax_iters = 100\ntie_mode = 'untied'\n")
+    write(tmp_path / "recipes" / "recipe.py", "base_config = 'root.py'\nmax_iters = 200\nout_dir = 'recipe'\n")
+    experiment = write(tmp_path / "experiment.py", "base_config = 'recipes/recipe.py'\nmax_iters = 300\n")
+    monkeypatch.chdir(tmp_path / "recipes")  # a base is found beside the file that names it, not in the cwd
+    config = parse(experiment)
+    assert config["learning_rate"] == 1e-2 and config["tie_mode"] == "untied"  # from the base's base
+    assert config["out_dir"] == "recipe"                                      # from the base
+    assert config["max_iters"] == 300                                          # the file's own wins over both
+    assert "base_config" not in config
+    assert parse(experiment, "--max_iters=7")["max_iters"] == 7  # and the command line over the file
+    assert parse(str(tmp_path / "recipes" / "recipe.py"))["max_iters"] == 200  # the base is unchanged by it
+
+
+def test_config_base_problems_are_one_line_errors_naming_the_files(tmp_path):
+    missing = write(tmp_path / "a.py", "base_config = 'recipe_bpe.py'\nmax_iters = 3\n")
+    message = error_of(missing)
+    assert message == f"base_config in {missing} names 'recipe_bpe.py', but {tmp_path / 'recipe_bpe.py'} is not a file"
+    write(tmp_path / "loop1.py", "base_config = 'loop2.py'\n")
+    write(tmp_path / "loop2.py", "base_config = 'loop1.py'\n")
+    message = error_of(str(tmp_path / "loop1.py"))
+    assert message.startswith("base_config goes round in a circle: ") and message.count("loop1.py") == 2
+    assert "circle" in error_of(write(tmp_path / "self.py", "base_config = 'self.py'\n"))
+    assert "must name a .py config file" in error_of(write(tmp_path / "bad.py", "base_config = 3\n"))
+    # a mistake in the base is reported in the base, not in the file that named it
+    write(tmp_path / "typo.py", "lerning_rate = 1e-3\n")
+    message = error_of(write(tmp_path / "child.py", "base_config = 'typo.py'\n"))
+    assert message.startswith(f"unknown key 'lerning_rate' in {tmp_path / 'typo.py'}")
+    assert all("\n" not in error_of(str(tmp_path / name)) for name in ("a.py", "loop1.py", "child.py"))
+
+
 # -----------------------------------------------------------------------------
 # run_cli
 
