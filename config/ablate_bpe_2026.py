@@ -13,27 +13,7 @@
 # 3.5 minutes and the grid about 36. The best point is kept as best.pt and scored on the whole
 # validation split, so the cheaper evaluation only picks it; at this length the validation loss may
 # not have passed its minimum yet (experiment 4's untied runs passed it near 4.7 epochs).
+base_config = 'recipe_bpe.py'  # the recipe, at the length and evaluation sized above
 out_dir = 'out-ablation-bpe-2026'
-dataset = 'shakespeare_compact'
 modes = 'untied,tied,pit,tied_igs4'
 seeds = 5
-
-zero_init_residual = False
-emb_scale = False
-init_std = 0.02
-
-n_layer = 4
-n_head = 4
-n_embd = 128
-block_size = 64
-batch_size = 16
-dropout = 0.0
-
-learning_rate = 1e-3
-max_iters = 700
-warmup_iters = 100
-lr_decay_iters = None
-min_lr = 1e-4
-eval_interval = 100
-eval_iters = 10
-log_interval = 1

@@ -1,5 +1,5 @@
 # Experiment 6, stage 1: the learning-rate sweep (claim 14; docs/experiment6.md). Experiment 5's BPE recipe
-# (config/ablate_bpe_2026.py: the 11,706 GPT-2 ids of tiny shakespeare, GPT-2's init, 4 layers, width 128) at
+# (config/recipe_bpe.py: the 11,706 GPT-2 ids of tiny shakespeare, GPT-2's init, 4 layers, width 128) at
 # half its length, one seed: untied with the token table's rate (_eX) and the head's (_hY) varied independently,
 # each over two orders of magnitude in steps of sqrt(10) (X from 0.3 to 30, Y from 0.03 to 3 times
 # learning_rate: 25 cells, the embed-heavy side where nanochat's 50x and modded-nanogpt's 175x lie), and tied
@@ -13,29 +13,13 @@
 # The first 25 + 7 cells put untied's optimum on the grid's edge (embed x30, head x3): the last six untied
 # cells (embed x100, head x10) and tied_e100 extend it until it is inside (docs/experiment6.md).
 # Half length (350 iterations, warmup 50, 1.2 epochs) so that the sweeps fit in about 1.5 hours of a 2-core CPU;
-# the confirmation runs (config/ablate_bpe_rates_confirm.py) are full length. A shorter run tends to prefer a
-# somewhat higher rate: the docs say so where it matters.
+# the confirmation runs (config/ablate_bpe_rates_confirm_adamw.py and _muon.py) are full length. A shorter run
+# tends to prefer a somewhat higher rate: the docs say so where it matters.
+base_config = 'recipe_bpe.py'  # at half its length, below
 out_dir = 'out-exp6-rates-adamw'
-dataset = 'shakespeare_compact'
 modes = 'untied_e0.3_h0.03,untied_e0.3_h0.1,untied_e0.3_h0.3,untied_e0.3_h1,untied_e0.3_h3,untied_e1_h0.03,untied_e1_h0.1,untied_e1_h0.3,untied_e1_h1,untied_e1_h3,untied_e3_h0.03,untied_e3_h0.1,untied_e3_h0.3,untied_e3_h1,untied_e3_h3,untied_e10_h0.03,untied_e10_h0.1,untied_e10_h0.3,untied_e10_h1,untied_e10_h3,untied_e30_h0.03,untied_e30_h0.1,untied_e30_h0.3,untied_e30_h1,untied_e30_h3,untied_e100_h1,untied_e100_h3,untied_e100_h10,untied_e3_h10,untied_e10_h10,untied_e30_h10,tied_e0.03,tied_e0.1,tied_e0.3,tied_e1,tied_e3,tied_e10,tied_e30,tied_e100'
 seeds = 1
 
-zero_init_residual = False
-emb_scale = False
-init_std = 0.02
-
-n_layer = 4
-n_head = 4
-n_embd = 128
-block_size = 64
-batch_size = 16
-dropout = 0.0
-
-learning_rate = 1e-3
 max_iters = 350
 warmup_iters = 50
-lr_decay_iters = None
-min_lr = 1e-4
 eval_interval = 50
-eval_iters = 10
-log_interval = 1

@@ -1,5 +1,5 @@
 # Experiment 6, stage 2 under AdamW (docs/experiment6.md): five seeds, full length (experiment 5's BPE recipe,
-# config/ablate_bpe_2026.py, 700 iterations), each setting at the rates where the sweep (config/ablate_bpe_rates.py,
+# config/recipe_bpe.py, 700 iterations), each setting at the rates where the sweep (config/ablate_bpe_rates.py,
 # half length, one seed) put its best: untied with its token table at 30x learning_rate and its head at 3x
 # (untied_e30_h3; x100 for the table was within 0.003 and further out), tied with its one matrix at 10x
 # (tied_e10), and tied untied at 2/3 at tied's best rate (tied_untie_e10; the head goes on at the shared
@@ -8,29 +8,9 @@
 # best rows (claim 17).
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   python ablate.py config/ablate_bpe_rates_confirm_adamw.py
+base_config = 'recipe_bpe.py'  # at its full length
 out_dir = 'out-exp6-confirm-adamw'
-dataset = 'shakespeare_compact'
 modes = 'untied_e30_h3,tied_e10,tied_untie_e10'
 seeds = 5
 tuned_lens = 'untied_e30_h3,tied_e10'
-
-zero_init_residual = False
-emb_scale = False
-init_std = 0.02
-
-n_layer = 4
-n_head = 4
-n_embd = 128
-block_size = 64
-batch_size = 16
-dropout = 0.0
-
 optimizer = 'adamw'
-learning_rate = 1e-3
-max_iters = 700
-warmup_iters = 100
-lr_decay_iters = None
-min_lr = 1e-4
-eval_interval = 100
-eval_iters = 10
-log_interval = 1

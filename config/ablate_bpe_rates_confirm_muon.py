@@ -1,5 +1,5 @@
 # Experiment 6, stage 2 under Muon (docs/experiment6.md): five seeds, full length (experiment 5's BPE recipe,
-# config/ablate_bpe_2026.py, 700 iterations) with --optimizer=muon: torch's Muon for the blocks' matrices at
+# config/recipe_bpe.py, 700 iterations) with --optimizer=muon: torch's Muon for the blocks' matrices at
 # muon_lr (train.py's default, 8e-3), AdamW for the tables, the head and the gains at learning_rate. Untied and
 # tied at the default rates, then each at the rates where the sweep (config/ablate_bpe_rates.py --optimizer=muon,
 # half length, one seed) put its best: untied with its token table at 10x learning_rate and its head at 3x
@@ -7,29 +7,9 @@
 # (tied_untie_e10). The tuned lens on untied and tied at both rates (claim 17).
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   python ablate.py config/ablate_bpe_rates_confirm_muon.py
+base_config = 'recipe_bpe.py'  # at its full length
 out_dir = 'out-exp6-confirm-muon'
-dataset = 'shakespeare_compact'
 modes = 'untied,tied,untied_e10_h3,tied_e10,tied_untie_e10'
 seeds = 5
 tuned_lens = 'untied,tied,untied_e10_h3,tied_e10'
-
-zero_init_residual = False
-emb_scale = False
-init_std = 0.02
-
-n_layer = 4
-n_head = 4
-n_embd = 128
-block_size = 64
-batch_size = 16
-dropout = 0.0
-
 optimizer = 'muon'
-learning_rate = 1e-3
-max_iters = 700
-warmup_iters = 100
-lr_decay_iters = None
-min_lr = 1e-4
-eval_interval = 100
-eval_iters = 10
-log_interval = 1
