@@ -7,18 +7,6 @@
 #   python ablate.py config/ablate_char_sigma.py   # one run per CPU core at a time (--jobs), one bar
 # and without the sqrt(d) input scaling, for tied, untied and one remedy:
 #   python ablate.py config/ablate_char_sigma.py --emb_scale=false --modes=tied,untied,shuffle --out_dir=out-ablation-char-sigma-noscale
+base_config = 'recipe_char_sigma.py'  # the recipe described above
 out_dir = 'out-ablation-char-sigma'
-dataset = 'tinyshakespeare'    # tiny shakespeare; data/shakespeare_char/ is the same text where prepare.py downloaded it
 seeds = 5
-
-zero_init_residual = True
-emb_scale = True
-init_std = 0.0884              # 1/sqrt(128)
-
-max_iters = 2000
-lr_decay_iters = 2000
-warmup_iters = 100
-eval_interval = 50             # the copy probe's resolution: a tied model unlearns copying in the first hundreds
-eval_iters = 10                # 10 fixed batches per split: 40 evaluations cost about 13 % of the run
-log_interval = 1
-# dtype stays 'auto': bfloat16 autocast on CPUs with native bf16, float32 elsewhere.
