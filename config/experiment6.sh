@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Experiment 6 (docs/experiment6.md): the learning-rate sweep under AdamW and under Muon (stage 1, half-length
 # runs, one seed), then the five-seed confirmation at the default rates and at each setting's best (stage 2,
-# full length, config/ablate_bpe_rates_confirm.py). Every ablate.py command skips the runs it finished before,
-# so this script can be run again after an interruption.
+# full length, config/ablate_bpe_rates_confirm_adamw.py and _muon.py). Every ablate.py command skips the runs it
+# finished before, so this script can be run again after an interruption.
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   bash config/experiment6.sh sweep       # 39 + 21 half-length cells and 8 base-rate runs
 #   bash config/experiment6.sh edges       # 5 more cells where a best stood on the grid's edge
