@@ -28,7 +28,9 @@ and since the next token is almost never the current one,
 
     initial loss ~ log( e^(d*sigma) + (n-1) * e^(d*sigma^2/2) )        (*)
 
-which is ~ d*sigma (15.4 for GPT-2 small) instead of log n (10.8). Every tie mode except
+which is ~ d*sigma instead of log n when w_i alone reaches the final norm: 15.4 against 10.8 for GPT-2
+small with sqrt(d) input scaling (emb_scale). Without it, the position embedding (same std) dilutes x to
+w_i + p_t and the self term to d*sigma/sqrt(2): (*) then gives 11.6 (init_loss_formula). Every tie mode except
 `tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
 Two 2026 pieces: `pit` (pseudo-inverse tying, its own methods pit_*) and `input_grad_scale`.
 """
@@ -259,7 +261,9 @@ class GPT(nn.Module):
         # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
         # and whichever comes last wins; here it is written exactly once, after tying.
         # small_init: the self term of (*) is e^(d*std); choosing std = log(n)/d makes it e^(log n) = n,
-        # the same size as the sum over the other n-1 tokens, so the loss starts near log 2n.
+        # the same size as the sum over the other n-1 tokens, so the loss starts near log 2n (11.55 against
+        # log 2n = 11.52 at GPT-2 small with emb_scale). Without emb_scale the position embedding shrinks the
+        # self term by sqrt(2) as well, and the start is near log n instead (10.91 there).
         std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
         # pit: the token memory U, orthonormal: columns where n > d (U^T U = I, rows of norm sqrt(d/n)),
         # rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws an n x d matrix.
@@ -348,8 +352,9 @@ class GPT(nn.Module):
         return self.lm_head(h)
 
     def forward(self, idx, targets=None, last_only=False):
-        """idx (B, T) int64 -> logits (B, T, vocab_size) and the mean cross-entropy if targets are
-        given. last_only=True computes logits for the last position only (for generation)."""
+        """idx (B, T) int64 -> logits (B, T, vocab_size) and the mean cross-entropy if targets (B, T) are
+        given. last_only=True computes logits for the last position only (for generation), and the loss,
+        if asked for, is then that position's: against targets[:, -1]."""
         B, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
@@ -369,6 +374,7 @@ class GPT(nn.Module):
         h = self.ln_f(x)                                             # (B, T, C)
         if last_only:
             h = h[:, [-1], :]                                        # (B, 1, C)
+            targets = None if targets is None else targets[:, [-1]]  # (B, 1): the loss of what was scored
         logits = self.head(h)                                        # (B, T, vocab_size)
         loss = None
         if targets is not None:
@@ -411,7 +417,10 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         """Extend idx (B, T) by max_new_tokens sampled tokens, cropping the context to block_size.
-        temperature=0 picks the most likely token."""
+        temperature=0 picks the most likely token; top_k None or 0 keeps every token (as sample.py's 0)."""
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+            raise ValueError(f"top_k must be a positive integer, or 0 or None to keep every token, got {top_k!r}")
+        top_k = top_k or None
         B, T = idx.size()
         # The whole output at once: a length that cannot fit fails here, not hours into the loop.
         out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)

@@ -195,6 +195,31 @@ def test_forward_shapes_and_generate_crops_the_context():
     assert 0 <= out.min() and out.max() < SMALL['vocab_size']
 
 
+def test_the_loss_of_a_last_only_forward_is_the_last_positions():
+    # last_only with targets raised a shape error (logits of one position against targets of T)
+    model = make('tied').eval()
+    idx, targets = torch.randint(SMALL['vocab_size'], (2, 10)), torch.randint(SMALL['vocab_size'], (2, 10))
+    logits, _ = model(idx)
+    _, loss = model(idx, targets, last_only=True)
+    expected = torch.nn.functional.cross_entropy(logits[:, -1], targets[:, -1])
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    _, whole = model(idx, targets)
+    assert abs(whole.item() - loss.item()) > 1e-4  # not the mean over every position
+
+
+def test_generate_with_top_k_0_keeps_every_token_and_refuses_a_negative_one():
+    # top_k=0 raised IndexError (torch.topk of 0 values, then v[:, -1]); sample.py's 0 means "keep all"
+    model = make('tied').eval()
+    idx = torch.randint(SMALL['vocab_size'], (2, 5))
+    torch.manual_seed(3)
+    every = model.generate(idx, 8, top_k=0)
+    torch.manual_seed(3)
+    assert torch.equal(every, model.generate(idx, 8, top_k=None))
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match='top_k must be a positive integer'):
+            model.generate(idx, 8, top_k=bad)
+
+
 def test_generate_with_a_tiny_temperature_is_greedy():
     # Dividing the logits by 1e-40 overflowed to inf, and a softmax over inf - inf is nan: multinomial failed.
     model = make('tied').eval()
