@@ -20,6 +20,8 @@ out_dir = 'out-exp6-rates-adamw'
 modes = 'untied_e0.3_h0.03,untied_e0.3_h0.1,untied_e0.3_h0.3,untied_e0.3_h1,untied_e0.3_h3,untied_e1_h0.03,untied_e1_h0.1,untied_e1_h0.3,untied_e1_h1,untied_e1_h3,untied_e3_h0.03,untied_e3_h0.1,untied_e3_h0.3,untied_e3_h1,untied_e3_h3,untied_e10_h0.03,untied_e10_h0.1,untied_e10_h0.3,untied_e10_h1,untied_e10_h3,untied_e30_h0.03,untied_e30_h0.1,untied_e30_h0.3,untied_e30_h1,untied_e30_h3,untied_e100_h1,untied_e100_h3,untied_e100_h10,untied_e3_h10,untied_e10_h10,untied_e30_h10,tied_e0.03,tied_e0.1,tied_e0.3,tied_e1,tied_e3,tied_e10,tied_e30,tied_e100'
 seeds = 1
 
+muon_qkv = 'fused'  # experiment 6's Muon runs orthogonalised c_attn's q, k, v stack as one matrix (docs/optimizers.md)
+
 max_iters = 350
 warmup_iters = 50
 eval_interval = 50

@@ -13,3 +13,4 @@ modes = 'untied,tied,untied_e10_h3,tied_e10,tied_untie_e10'
 seeds = 5
 tuned_lens = 'untied,tied,untied_e10_h3,tied_e10'
 optimizer = 'muon'
+muon_qkv = 'fused'  # as its sweep; config/experiment6.sh controls runs it again with q, k, v apart (split)
