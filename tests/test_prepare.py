@@ -270,3 +270,15 @@ def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny
     message = str(info.value)
     assert message.startswith(f"{data_dir / 'meta.json'} {problem}")
     assert message.endswith(f"; re-create it with: python prepare.py --input=FILE --dataset=tiny --out_dir={tmp_path}")
+
+
+def test_a_named_source_may_go_to_a_folder_of_its_own(tmp_path):
+    # the complete works beside tiny shakespeare's folders, not over them (experiment 7's corpus)
+    os.makedirs(tmp_path / "_sources")
+    (tmp_path / "_sources" / prepare.SOURCES["registry"]["cache"]).write_bytes(TEXT.encode("utf-8"))
+    result = run_prepare("--source=registry", "--dataset=works", f"--out_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["_sources", "works"]
+    meta = prepared_data.load_meta(tmp_path / "works")
+    assert meta["source"] == prepare.SOURCES["registry"]["name"] and meta["tokenizer"] == "char"
+    assert meta["train_tokens"] + meta["val_tokens"] == len(TEXT)
