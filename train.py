@@ -25,7 +25,8 @@ import torch
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import start_from_pretrained
 from lib.machine import (Throughput, autocast_context, batch_memory_advice, check_memory, ctrl_c_saves, flops_per_token,
-                         out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, process_group)
+                         out_of_memory_is_user_error, out_of_memory_reason, pick_compile, pick_dtype, pick_pad_vocab,
+                         process_group)
 from lib.evaluation import estimate_loss
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, build_optimizer, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates, set_rates, untie_head)
@@ -95,10 +96,12 @@ DEFAULTS = dict(
     dtype='auto',                   # auto: bfloat16 on GPUs that support it (else float16) and on CPUs with
                                     # native bf16 (avx512_bf16, AMX); float32 elsewhere
     compile='auto',                 # auto: on for CUDA, off elsewhere
+    pad_vocab='auto',               # the head's matmul padded to a multiple of 64 rows (GPT-2's 50,257 -> 50,304); the
+                                    # logits, losses and weights stay the real vocabulary's; auto: on for CUDA only
     seed=1337,                      # the weights' draw and the data order (each DDP rank adds its rank)
 )
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=('auto', 'true', 'false'), optimizer=OPTIMIZERS,
-               muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY)
+               muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY, pad_vocab=('auto', 'true', 'false'))
 
 
 def parse_train_args(argv, defaults=DEFAULTS, extra_choices=None):
@@ -181,6 +184,9 @@ def build_or_resume(cfg, ckpt, pretrained, device, rank, ckpt_path):
                                      f"vocab_size={cfg['vocab_size']}) on {device}; use a smaller --n_layer or "
                                      f"--n_embd, or free memory on {device}"):
         model = (GPT(make_model_config(cfg)) if pretrained is None else pretrained).to(device)
+        # A speed setting of this machine, not of the weights (the same either way), so checkpoints do not record it:
+        # set on the model built, fresh, pretrained or resumed, whichever device wrote the checkpoint.
+        model.config.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], device)
         if ckpt is not None and ckpt.get('head_untied'):  # saved after --untie_at: two matrices to load
             model.untie()
         optimizer = build_optimizer(model, cfg, device.split(':')[0])

@@ -73,8 +73,9 @@ BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 # Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
 # untie_at, which runs made before the tied_untie row do not record (none of them untied), and the
-# optimizer's, from before --optimizer (all AdamW at one rate).
-LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, **LEGACY_OPTIMIZER_KEYS)
+# optimizer's, from before --optimizer (all AdamW at one rate). pad_vocab: 'auto', which left the head unpadded
+# on the CPUs that made them, as 'auto' still does there.
+LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, pad_vocab='auto', **LEGACY_OPTIMIZER_KEYS)
 MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
 
