@@ -3,7 +3,8 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
 
     python bench.py                                  # the default train.py recipe
     python bench.py config/train_shakespeare_char.py --device=cuda
-    python bench.py --compare                        # fp32 vs bf16, every tie mode, AdamW vs Muon (and eager vs compile on a GPU)
+    python bench.py --compare                        # fp32 vs bf16, every tie mode, AdamW vs Muon, the head padded or not
+                                                     # (and eager vs compile on a GPU)
     python bench.py --compare --compare_compile=true # with the rows that compile first, on a CPU too
 
 Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
@@ -36,7 +37,7 @@ from lib.prepared_data import get_batch, load_meta
 from lib.run_files import MODEL_KEYS, load_checkpoint
 from lib.probes import GradSources
 from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
-                         pick_compile, pick_device, pick_dtype)
+                         pick_compile, pick_device, pick_dtype, pick_pad_vocab)
 from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
@@ -110,6 +111,7 @@ class Setting:
         config = train.make_model_config(cfg)
         torch.manual_seed(cfg['seed'])
         self.raw_model = GPT(config).to(device)
+        self.raw_model.config.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], device)  # as train.py sets it
         self.model = torch.compile(self.raw_model) if self.compiled else self.raw_model
         self.optimizer = build_optimizer(self.raw_model, cfg, device.split(':')[0], fused=fused_adamw)
         self.scaler = torch.amp.GradScaler(device.split(':')[0], enabled=self.dtype == 'float16')
@@ -222,7 +224,8 @@ def run_bench(cfg):
         compiled = 'compile' if pick_compile(row_cfg['compile'], device) else 'eager'
         probe = ' + grad probe' if row_cfg['grad_probe'] else ''
         muon = ' + muon' if row_cfg['optimizer'] == 'muon' else ''
-        return f"{row_cfg['tie_mode']}{muon}{probe} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
+        padded = ' + padded vocab' if pick_pad_vocab(row_cfg['pad_vocab'], device) > 1 else ''
+        return f"{row_cfg['tie_mode']}{muon}{probe}{padded} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
 
     # (name, settings, fused AdamW: None = as train.py chooses)
     settings = [(label(cfg), cfg, None)]
@@ -253,6 +256,9 @@ def run_bench(cfg):
         # train.py's logged step: the same step with the probe of where the shared gradient comes from
         settings.append((label(dict(cfg, grad_probe=not cfg['grad_probe'])), dict(cfg, grad_probe=not cfg['grad_probe']),
                          None))
+        # the head's matmul padded to a multiple of 64 rows, or not: --pad_vocab's default per device comes from this row
+        other_pad = dict(cfg, pad_vocab='false' if pick_pad_vocab(cfg['pad_vocab'], device) > 1 else 'true')
+        settings.append((label(other_pad), other_pad, None))
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
         machine.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))

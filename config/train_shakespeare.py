@@ -15,7 +15,8 @@ n_layer = 6
 n_head = 6
 n_embd = 384
 dropout = 0.1
-vocab_size = 50304    # 50257 padded up to a multiple of 64: faster matmuls on GPUs
+# vocab_size is the data's 50257: on a GPU, --pad_vocab=auto pads the head's matmul to 50304 rows (NanoGPT's
+# faster shape) while the loss stays over the 50257 real tokens, not 47 more that no text holds
 
 learning_rate = 6e-4
 max_iters = 3000

@@ -53,6 +53,9 @@ def test_compare_table_is_consistent_and_has_the_reference_row(env):
     assert number(rows['proj']['params']) - number(first['params']) == 32 * 32  # proj's d x d matrix
     probed = [name for name in names if name.startswith('tied + grad probe ')]  # train.py's logged step
     assert len(probed) == 1 and number(rows[probed[0]]['params']) == number(first['params'])
+    # --pad_vocab's other setting (padded here, as on a CPU train.py is not): a wider matmul, no parameter more
+    padded = [name for name in names if name.startswith('tied + padded vocab ')]
+    assert len(padded) == 1 and number(rows[padded[0]]['params']) == number(first['params'])
     # the closing line is the reference row's ratio turned round
     speedup = float(re.search(r"train.py's step is ([\d.]+)x the reference step", result.stdout).group(1))
     assert speedup == pytest.approx(1 / number(rows['reference: float32 eager loop-AdamW']['ratio']), rel=0.02)
