@@ -37,7 +37,7 @@ from lib.atomic_files import atomic_path, output_file
 from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_meta
 from lib.init_loss_formula import predicted_initial_loss
-from lib.machine import memory_floor, memory_shortfall, out_of_memory_is_user_error, pick_device
+from lib.machine import memory_floor, memory_shortfall, out_of_memory_is_user_error, pick_device, pick_pad_vocab
 from lib.probes import copy_probe
 from model import GPT, TIE_MODES, GPTConfig
 from lib.prepared_data import get_codec
@@ -55,6 +55,7 @@ DEFAULTS = dict(
     shuffle_groups=4,       # g for tie_mode=shufflenet
     modes=','.join(TIE_MODES),  # the tie modes measured, comma separated
     device='cpu',           # where the models run: cpu, cuda, mps
+    pad_vocab='auto',       # the head's matmul padded to a multiple of 64 rows, as train.py's; the table is the same
     json=False,             # one JSON object per row on stdout instead of the table
     default_init=False,     # add rows for plain tying with PyTorch's default init, each direction of the line
     init_from='',           # gpt2, gpt2-medium, gpt2-large, gpt2-xl or a transformers folder: measure it on --text
@@ -194,6 +195,7 @@ def pretrained_main(args):
         raise UserError(f"cannot read --text={args['text']}: {getattr(e, 'strerror', None) or e}") from None
     encode, _ = get_codec(pretrained_meta(args['init_from']))
     model = from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
+    model.config.pad_vocab_to = pick_pad_vocab(args['pad_vocab'], args['device'])
     if args['block_size'] > model.config.block_size:
         raise UserError(f"--block_size={args['block_size']} is longer than the model's {model.config.block_size}")
     ids = torch.tensor(encode(text), dtype=torch.long, device=args['device'])
@@ -251,7 +253,7 @@ def plot_initial_logits(path, args, modes):
 
 
 def main(argv):
-    args = parse_config(DEFAULTS, argv)
+    args = parse_config(DEFAULTS, argv, dict(pad_vocab=('auto', 'true', 'false')))
     if args['init_from']:
         return pretrained_main(args)
     # --text and --windows belong to --init_from: without it they would be ignored, and the table measured
@@ -297,6 +299,7 @@ def main(argv):
         for mode, init in jobs:
             try:
                 cfg = GPTConfig(tie_mode=mode, zero_init_residual=zero_init_residual, dropout=0.0, bias=False,
+                                pad_vocab_to=pick_pad_vocab(args['pad_vocab'], args['device']),
                                 **{k: args[k] for k in MODEL_KEYS})
             except ValueError as e:
                 raise UserError(str(e)) from None
