@@ -37,7 +37,8 @@ from lib.atomic_files import atomic_path, output_file
 from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_meta
 from lib.init_loss_formula import predicted_initial_loss
-from lib.machine import memory_floor, memory_shortfall, out_of_memory_is_user_error, pick_device, pick_pad_vocab
+from lib.machine import (allowed_sizes, largest_that_fits, memory_floor, memory_shortfall,
+                         out_of_memory_is_user_error, pick_device, pick_pad_vocab)
 from lib.probes import copy_probe
 from model import GPT, TIE_MODES, GPTConfig
 from lib.prepared_data import get_codec
@@ -157,11 +158,22 @@ def memory_advice(args):
             f"--n_embd={args['n_embd']}, --n_layer={args['n_layer']}; use smaller values")
 
 
-def check_memory(cfg, args):
-    """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.machine.check_memory)."""
-    short = memory_shortfall(memory_floor(cfg, args['batch_size'], 'float32', training=False), args['device'])
-    if short:
-        raise UserError(f"measuring needs {short}, with {memory_advice(args)}")
+def check_memory(cfg, args, what='measuring', batch_size=None):
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.machine.check_memory),
+    naming the largest value of each size that would fit with the others as they are."""
+    batch_size = args['batch_size'] if batch_size is None else batch_size
+    need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
+    short = memory_shortfall(need(cfg), args['device'])
+    if not short:
+        return
+    sizes = dict(n_layer=cfg.n_layer, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, block_size=cfg.block_size)
+    allowed = allowed_sizes(need, args['device'], cfg, sizes)
+    if batch_size:
+        most = largest_that_fits(lambda b: need(cfg, b), args['device'], batch_size)
+        allowed = f"at most --batch_size={most} fits here, the other sizes as they are" if most else allowed
+        raise UserError(f"{what} needs {short}, with {memory_advice(args)}" + (f"; {allowed}" if allowed else ""))
+    raise UserError(f"{what} needs {short} for the weights of a model with --vocab_size={cfg.vocab_size}, --n_embd="
+                    f"{cfg.n_embd}, --n_layer={cfg.n_layer}; use smaller values" + (f" ({allowed})" if allowed else ""))
 
 @torch.inference_mode()
 def measure_pretrained(model, ids, block_size, windows):
@@ -225,6 +237,7 @@ def plot_initial_logits(path, args, modes):
     for ax, mode in zip(axes[:, 0], modes):
         cfg = GPTConfig(tie_mode=mode, zero_init_residual=True, emb_scale=True, dropout=0.0, bias=False,
                         **{k: args[k] for k in MODEL_KEYS})
+        check_memory(cfg, dict(args, device='cpu'), what='drawing', batch_size=0)  # drawn on the CPU
         torch.manual_seed(0)
         model = GPT(cfg).eval()
         idx = torch.randint(n, (1, min(cfg.block_size, 16)))             # (1, T) random tokens

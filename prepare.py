@@ -40,7 +40,7 @@ import numpy as np
 
 from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, parse_config, run_cli
-from lib.machine import out_of_memory_reason
+from lib.machine import format_bytes, memory_shortfall, out_of_memory_reason
 from lib.prepared_data import compact_ids, gpt2_encoding
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -80,6 +80,7 @@ def _sha256(data):
 
 def read_text_file(path):
     """The text of a user's file; a missing, empty or non-UTF-8 file is a UserError naming it."""
+    check_text_fits(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -100,6 +101,21 @@ def read_text_file(path):
     source = dict(source=os.path.basename(path), source_location=os.path.abspath(path),
                   source_sha256=_sha256(data), source_bytes=len(data))
     return text, source
+
+
+def check_text_fits(path):
+    """Refuse, before reading, a file whose text cannot be held: its bytes and the decoded text exist together
+    (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
+    top. A machine that overcommits would otherwise let the read go on until the kernel killed it."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return  # read_text_file names what is wrong with it
+    short = memory_shortfall(size + size // 4, 'cpu')
+    if short:
+        raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
+                        f"the whole text and its token ids in memory at once; use a smaller file or a machine with "
+                        f"more memory")
 
 
 def _decode_legacy(data):

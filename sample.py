@@ -15,9 +15,11 @@ import torch
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_args, pretrained_meta
-from lib.machine import autocast_context, out_of_memory_is_user_error, pick_device, pick_dtype
+from lib.machine import (autocast_context, largest_that_fits, memory_shortfall, out_of_memory_is_user_error,
+                         pick_device, pick_dtype, sampling_floor)
 from lib.run_files import load_checkpoint, model_from_checkpoint
 from lib.prepared_data import get_codec
+from model import GPTConfig
 
 DEFAULTS = dict(
     init_from='resume',     # 'resume' (out_dir/ckpt.pt), or GPT-2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, a folder
@@ -49,6 +51,42 @@ def read_prompt(start):
         raise UserError(f"--start=FILE:{path}: {e.strerror}") from None
 
 
+def model_shape(ckpt, init_from):
+    """The GPTConfig that sampling will build, read without building it; None where the checkpoint's settings
+    make no model (model_from_checkpoint then says what does not fit)."""
+    if ckpt is not None:
+        args = dict(ckpt['model_args'], **({'tie_mode': 'untied'} if ckpt.get('head_untied') else {}))
+    else:
+        args = pretrained_args(init_from)
+        args['tie_mode'] = 'tied' if args.pop('tied') else 'untied'
+    try:
+        return GPTConfig(**args)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_memory(cfg, shape, prompt_tokens, device, dtype):
+    """Refuse sizes whose sampling cannot fit (lib.machine.sampling_floor) before the model is built or the
+    output allocated: an allocator that overcommits would grant the output and the kernel would kill the
+    process as it filled it."""
+    def need(num_samples=cfg['num_samples'], max_new_tokens=cfg['max_new_tokens']):
+        return sampling_floor(shape, num_samples, prompt_tokens, max_new_tokens, dtype)
+    short = memory_shortfall(need(0, 0), device)
+    if short:  # an edited checkpoint, or a pretrained folder's config.json
+        raise UserError(f"the model to sample (n_layer={shape.n_layer}, n_embd={shape.n_embd}, vocab_size="
+                        f"{shape.vocab_size}) needs {short} for its weights alone; sample it on a machine with more "
+                        f"memory")
+    short = memory_shortfall(need(), device)
+    if not short:
+        return
+    allowed = [f"--{key}={most}" for key in ('num_samples', 'max_new_tokens')
+               if (most := largest_that_fits(lambda v: need(**{key: v}), device, cfg[key])) >= 1]
+    allowed = (f"at most {' or '.join(allowed)} fits here, the other as it is" if allowed else
+               "not even one sample of one token fits here with this prompt; use a shorter one")
+    raise UserError(f"sampling needs {short}, with --num_samples={cfg['num_samples']}, --max_new_tokens="
+                    f"{cfg['max_new_tokens']} and a prompt of {prompt_tokens} token(s) on {device}; {allowed}")
+
+
 def generate_samples(cfg):
     """The samples as a list of strings, each the prompt followed by max_new_tokens new tokens."""
     for key in ('num_samples', 'max_new_tokens', 'top_k'):
@@ -62,6 +100,7 @@ def generate_samples(cfg):
         raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
     device = pick_device(cfg['device'])
     dtype = pick_dtype(cfg['dtype'], device)
+    ckpt = None
     if cfg['init_from'] == 'resume':
         ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
         meta = ckpt['meta']
@@ -73,6 +112,9 @@ def generate_samples(cfg):
         meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
     encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
+    shape = model_shape(ckpt, cfg['init_from'])
+    if shape is not None:
+        check_memory(cfg, shape, len(ids), device, dtype)
 
     advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
               f"smaller values")

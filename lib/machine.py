@@ -10,6 +10,7 @@ import statistics
 import sys
 import threading
 import time
+import types
 from contextlib import contextmanager
 
 from lib.command_line import UserError
@@ -65,12 +66,12 @@ def out_of_memory_is_user_error(advice=None, message=None):
 
 def device_memory(device):
     """All the memory a device has, in bytes: a GPU's total, or RAM plus swap for the CPU (Linux; elsewhere
-    RAM alone); None where unknown (MPS)."""
+    RAM alone) and for MPS, whose memory is the host's; None where unknown."""
     kind = device.split(":")[0]
     if kind == "cuda":
         import torch
         return torch.cuda.get_device_properties(device).total_memory
-    if kind != "cpu":
+    if kind not in ("cpu", "mps"):
         return None
     try:
         with open("/proc/meminfo") as f:
@@ -83,16 +84,50 @@ def device_memory(device):
             return None
 
 
-def memory_shortfall(need, device):
-    """If need (bytes; a lower bound such as memory_floor below) is more than all the memory the device has,
-    words for it: 'at least 25.4 GiB, more than the 23.5 GiB of RAM and swap on cpu'. None if it fits, or
-    where the device's memory is unknown. A step that fails this cannot run at all, so a script can say so
-    before it allocates or writes anything."""
+# The most one process can map on x86-64 and arm64 Linux with 48-bit virtual addresses (128 TiB of user
+# space): above it no allocator can say yes, whatever the machine, so sizes are checked against it too.
+# Below it the answer is the machine's: a Linux that overcommits (vm.overcommit_memory=1, usual on GPU
+# servers) grants any such request and lets the kernel's OOM killer end the process once the pages are
+# touched, so the estimates below, not the allocator, are what refuse a size, before anything is allocated.
+ADDRESS_SPACE = 2 ** 47
+
+
+def memory_limit(device):
+    """(bytes, words): what a size on this device is checked against, and how a message names it."""
     total = device_memory(device)
-    if total is None or need <= total:
+    if total is None or total > ADDRESS_SPACE:
+        return ADDRESS_SPACE, f"the {format_bytes(ADDRESS_SPACE)} one process can address"
+    kind = 'memory' if device.startswith('cuda') else 'RAM and swap'
+    return total, f"the {format_bytes(total)} of {kind} on {device}"
+
+
+def memory_shortfall(need, device):
+    """If need (bytes; a lower bound such as memory_floor below) is more than memory_limit, words for it:
+    'at least 25.4 GiB, more than the 23.5 GiB of RAM and swap on cpu'; None if it fits. A step that fails
+    this cannot run at all, so a script can say so before it allocates or writes anything."""
+    limit, words = memory_limit(device)
+    if need <= limit:
         return None
-    return (f"at least {format_bytes(need)}, more than the {format_bytes(total)} of "
-            f"{'RAM and swap' if device == 'cpu' else 'memory'} on {device}")
+    return f"at least {format_bytes(need)}, more than {words}"
+
+
+def largest_that_fits(need, device, given):
+    """The largest value v from 0 to given with need(v) within memory_limit (need: bytes as a function of one
+    size, growing with it), for a message that says what is allowed; 0 if not even 0 fits."""
+    limit = memory_limit(device)[0]
+    low, high = 0, given  # need(low) fits or low == 0; need(high + 1) does not
+    if need(0) > limit:
+        return 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if need(middle) <= limit else (low, middle - 1)
+    return low
+
+
+def matrix_params(config):
+    """The parameters in the big matrices: 12 d^2 per layer, the embeddings, the head if untied."""
+    L, d, n, T = config.n_layer, config.n_embd, config.vocab_size, config.block_size
+    return 12 * L * d * d + n * d * (2 if config.tie_mode == 'untied' else 1) + T * d
 
 
 def memory_floor(config, batch_size, dtype, training=True):
@@ -102,15 +137,32 @@ def memory_floor(config, batch_size, dtype, training=True):
     all cannot run the step, whatever the kernels:
       training: weights, gradients and AdamW's two moments (16 bytes a parameter, all fp32), plus per
         token each layer's MLP hidden layer (4d values, kept for the backward pass) and the logits;
-      inference: the weights, and per token the logits and their fp32 log-probabilities.
+      inference: the weights, and per token the larger of what one block holds (sampling_floor) and the
+        logits with their fp32 log-probabilities (the blocks' activations are gone by then).
     The parameters counted are the big matrices only: 12 d^2 per layer, the embeddings, the head if untied."""
-    L, d, n, T = config.n_layer, config.n_embd, config.vocab_size, config.block_size
-    params = 12 * L * d * d + n * d * (2 if config.tie_mode == 'untied' else 1) + T * d
+    L, d, n = config.n_layer, config.n_embd, config.vocab_size
     value = 2 if dtype in ('bfloat16', 'float16') else 4
-    tokens = batch_size * T
+    tokens = batch_size * config.block_size
     if training:
-        return 16 * params + tokens * (4 * L * d + n) * value
-    return 4 * params + tokens * n * (value + 4)
+        return 16 * matrix_params(config) + tokens * (4 * L * d + n) * value
+    return 4 * matrix_params(config) + tokens * max(_block_bytes(d, value), n * (value + 4))
+
+
+def _block_bytes(d, value):
+    # Per token, inside a block without gradients: the residual stream (fp32 even under autocast, as the
+    # embeddings are) and the MLP's 4d hidden layer, which exist together.
+    return 4 * d + 4 * d * value
+
+
+def sampling_floor(config, num_samples, prompt_tokens, new_tokens, dtype):
+    """A lower bound, in bytes, on what model.generate needs: the weights (fp32), the prompt batch and the
+    whole output (int64, allocated before the first token), and at its last step, on a context of up to
+    block_size tokens, the larger of one block's activations and the fp32 logits of the last position."""
+    total = prompt_tokens + new_tokens
+    context = min(max(total - 1, 1), config.block_size)  # the last step's, cropped as generate crops it
+    value = 2 if dtype in ('bfloat16', 'float16') else 4
+    step = max(context * _block_bytes(config.n_embd, value), 4 * config.vocab_size) if new_tokens else 0
+    return 4 * matrix_params(config) + 8 * num_samples * (prompt_tokens + total) + num_samples * step
 
 
 def pick_device(device):
@@ -218,20 +270,44 @@ def batch_memory_advice(cfg):
             f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
 
 
+def _with(config, **changes):
+    """A copy of a model config (a GPTConfig) with other sizes, unchecked: for estimates only."""
+    return types.SimpleNamespace(**dict(vars(config), **changes))
+
+
+def allowed_sizes(need, device, config, sizes):
+    """'at most --n_layer=3 or --n_embd=500 fits here, the other sizes as they are': for each key of sizes
+    (key -> the value given), the largest positive value whose need(config) is within memory_limit; '' if no
+    key has one."""
+    allowed = []
+    for key, given in sizes.items():
+        most = largest_that_fits(lambda v: need(_with(config, **{key: v})), device, given)
+        if key == 'n_embd':  # a width the heads divide
+            most -= most % config.n_head
+        if most >= 1:
+            allowed.append(f"--{key}={most}")
+    return f"at most {' or '.join(allowed)} fits here, the other sizes as they are" if allowed else ""
+
+
 def check_memory(model_config, cfg, device, dtype):
     """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
-    (memory_floor, a lower bound on one step's memory, against all the memory the device has).
-    Absurd sizes would otherwise fail at some allocation, or on Linux fill the machine until the
-    kernel's OOM killer ends the process without a word. A run let through here may still run out of
-    memory; the training loop then says so in one line too."""
+    (memory_floor, a lower bound on one step's memory, against memory_limit). Absurd sizes would
+    otherwise fail at some allocation, or on Linux fill the machine until the kernel's OOM killer ends
+    the process without a word. A run let through here may still run out of memory; the training loop
+    then says so in one line too."""
     short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
     if short:
+        allowed = allowed_sizes(lambda c: memory_floor(c, 0, dtype), device, model_config,
+                                dict(n_layer=cfg['n_layer'], n_embd=cfg['n_embd']))
         raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
                         f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
-                        f"or --n_embd")
+                        f"or --n_embd" + (f" ({allowed})" if allowed else ""))
     short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
     if short:
-        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}")
+        most = largest_that_fits(lambda b: memory_floor(model_config, b, dtype), device, cfg['batch_size'])
+        allowed = (f"at most --batch_size={most} fits here at --block_size={cfg['block_size']}" if most else
+                   f"not even --batch_size=1 fits here at --block_size={cfg['block_size']}")
+        raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}; {allowed}")
 
 
 class Process:

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from lib.command_line import UserError
-from lib.machine import out_of_memory_reason
+from lib.machine import memory_shortfall, out_of_memory_reason
 
 
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
@@ -187,11 +187,26 @@ def compact_ids(ids):
     return np.searchsorted(kept, ids), kept
 
 
+def check_data_fits(data_dir, meta):
+    """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
+    a token, both splits at once): a machine that overcommits would let numpy read until the kernel killed it."""
+    itemsize = np.dtype(meta['dtype']).itemsize
+    try:
+        tokens = sum(os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val'))
+    except OSError:
+        return  # load_splits names the file it cannot read
+    short = memory_shortfall(8 * tokens, 'cpu')
+    if short:
+        raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds the "
+                        f"prepared data in memory, 8 bytes a token; use less data or a machine with more memory")
+
+
 def load_splits(cfg):
     """The prepared token arrays, read once into memory as int64 tensors, and the dataset's metadata."""
     import torch  # here, not at the top: prepare.py reads this module and never needs torch
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
+    check_data_fits(data_dir, meta)
     splits = {}
     for split in ('train', 'val'):
         path = os.path.join(data_dir, f'{split}.bin')

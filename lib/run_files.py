@@ -17,7 +17,7 @@ import torch
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError
-from lib.machine import out_of_memory_reason
+from lib.machine import matrix_params, memory_shortfall, out_of_memory_reason
 from model import GPT, GPTConfig
 
 
@@ -138,7 +138,16 @@ def model_from_checkpoint(ckpt, path):
     Settings that the weights (or this model.py) do not fit, from an edited checkpoint or another
     version, are a UserError naming the first misfit."""
     try:
-        model = GPT(GPTConfig(**ckpt['model_args']))
+        config = GPTConfig(**ckpt['model_args'])
+        # Settings edited to a size the weights do not have would be built at that size before load_state_dict
+        # could name the misfit: one the machine cannot hold is refused here, before anything is allocated.
+        held = sum(t.numel() for t in ckpt['model'].values() if isinstance(t, torch.Tensor))
+        asked = matrix_params(config)
+        short = memory_shortfall(4 * asked, 'cpu') if asked > held else None
+        if short:
+            raise ValueError(f"its model_args ask for at least {asked:,} parameters, whose weights need {short}, "
+                             f"but the file holds {held:,}")
+        model = GPT(config)
         if ckpt.get('head_untied'):  # after --untie_at the file holds two matrices: load each into its own
             model.untie()
         model.load_state_dict(ckpt['model'])

@@ -66,9 +66,17 @@ def test_memory_shortfall_and_format_bytes(monkeypatch):
     assert machine.memory_shortfall(total, "cpu") is None
     assert machine.memory_shortfall(total + 1, "cpu") == (
         f"at least {machine.format_bytes(total + 1)}, more than the {machine.format_bytes(total)} of RAM and swap on cpu")
-    assert machine.memory_shortfall(2 ** 70, "mps") is None  # unknown: never refuse
+    assert machine.device_memory("mps") == total  # the host's memory, which MPS shares
     monkeypatch.setattr(machine, "device_memory", lambda device: 80 * 2 ** 30)
     assert machine.memory_shortfall(2 ** 40, "cuda:1") == "at least 1.0 TiB, more than the 80.0 GiB of memory on cuda:1"
+    # Unknown memory, or more than one process can address: the address space is the limit.
+    for total in (None, 2 ** 60):
+        monkeypatch.setattr(machine, "device_memory", lambda device: total)
+        assert machine.memory_shortfall(2 ** 47, "cpu") is None
+        assert machine.memory_shortfall(2 ** 47 + 1, "cpu").endswith("more than the 128.0 TiB one process can address")
+    assert machine.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 10 ** 6) == 128
+    assert machine.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 100) == 100
+    assert machine.largest_that_fits(lambda v: 2 ** 48 + v, "cpu", 100) == 0
 
 
 # -----------------------------------------------------------------------------

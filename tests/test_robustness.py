@@ -171,9 +171,9 @@ BAD_INPUTS = {
     'init_loss_vocab_of_one': ('init_loss.py', ['--vocab_size=1'], ['--vocab_size must be at least 2, got 1']),
     'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
     'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
-    # Sizes that cannot fit in any machine's memory: refused before anything is allocated or written
-    # (lib.machine.check_memory), or at the first allocation, which the allocator refuses at once. Either
-    # way the test allocates nothing.
+    # Sizes that cannot fit in this machine's memory: refused by the project's own estimate before anything is
+    # allocated or written (lib.machine.check_memory, sample.check_memory), never left to an allocator, which on
+    # a machine that overcommits says yes (tests/test_memory_estimates.py pretends to be one).
     'batch_too_large_for_memory': ('train.py', ['--batch_size=10000000000000'],
                                    ['a training step needs at least ', ' more than the ',
                                     ', with --batch_size=10000000000000, --block_size=16, '
@@ -186,11 +186,11 @@ BAD_INPUTS = {
     'model_too_deep_for_memory': ('train.py', ['--n_layer=1000000000'],
                                   ['the model (n_layer=1000000000, n_embd=32, vocab_size=53) needs at least ']),
     'sample_too_many_samples': ('sample.py', ['--out_dir={run}', '--num_samples=10000000000000'],
-                                ['out of memory (could not allocate ',
-                                 '--num_samples=10000000000000, --max_new_tokens=5 on cpu; use smaller values']),
+                                ['sampling needs at least ', '--num_samples=10000000000000, --max_new_tokens=5 and a '
+                                 'prompt of 1 token(s) on cpu; at most --num_samples=']),
     'sample_too_many_new_tokens': ('sample.py', ['--out_dir={run}', '--max_new_tokens=10000000000000'],
-                                   ['out of memory (could not allocate ',
-                                    '--num_samples=3, --max_new_tokens=10000000000000 on cpu; use smaller values']),
+                                   ['sampling needs at least ', '--num_samples=3, --max_new_tokens=10000000000000 and '
+                                    'a prompt of 1 token(s) on cpu; at most ', '--max_new_tokens=']),
     'init_loss_batch_too_large': ('init_loss.py', ['--batch_size=100000000000'],
                                   ['measuring needs at least ', '--batch_size=100000000000, --block_size=64, '
                                    '--vocab_size=50, --n_embd=32, --n_layer=1; use smaller values']),

@@ -1,0 +1,166 @@
+"""Every size a user gives is refused by the project's own estimate, before anything is allocated, whatever the
+machine's memory (issue 39): on a machine with more memory than a request asks for, an allocator that
+overcommits (Linux's vm.overcommit_memory=1, usual on GPU servers) says yes to it, and the process grows until the
+kernel's OOM killer ends it without a word. So these tests pretend the machine has 24 GiB, 2 TiB, or more than
+any request here (lib.machine.device_memory), and fail the test if a model is built before the refusal.
+docs/robustness.md, rows 41-46 and 97-101."""
+
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from conftest import assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args
+from lib import machine
+from model import GPT, GPTConfig
+
+GiB, TiB = 2 ** 30, 2 ** 40
+MACHINES = {'laptop': 24 * GiB, 'server': 2 * TiB, 'more_than_asked': 2 ** 70}
+
+# id: (script, arguments, [what the line names, the key whose largest value it offers]). {data} is the tiny dataset's
+# data_dir, {run} a finished tiny run. Every request here asks for more than 128 TiB.
+SIZES = {
+    'sample_num_samples': ('sample.py', ['--out_dir={run}', '--device=cpu', '--num_samples=10000000000000',
+                                         '--max_new_tokens=5'], ['--num_samples=10000000000000', 'num_samples']),
+    'sample_max_new_tokens': ('sample.py', ['--out_dir={run}', '--device=cpu', '--max_new_tokens=10000000000000'],
+                              ['--max_new_tokens=10000000000000', 'max_new_tokens']),
+    'train_batch': ('train.py', ['--batch_size=10000000000000'], ['--batch_size=10000000000000', 'batch_size']),
+    'train_depth': ('train.py', ['--n_layer=1000000000'], ['n_layer=1000000000', 'n_layer']),
+    'train_width': ('train.py', ['--n_embd=10000000', '--n_head=1'], ['n_embd=10000000', 'n_embd']),
+    'init_loss_batch': ('init_loss.py', ['--n_layer=1', '--n_embd=32', '--n_head=2', '--vocab_size=50', '--seeds=1',
+                                         '--modes=tied', '--device=cpu', '--batch_size=100000000000'],
+                        ['--batch_size=100000000000', 'batch_size']),
+    'init_loss_plot_depth': ('init_loss.py', ['--plot={tmp}/fig.png', '--modes=tied', '--n_layer=10000000000',
+                                              '--n_embd=32', '--n_head=2', '--vocab_size=50'],
+                             ['--n_layer=10000000000', 'n_layer']),
+    'bench_batch': ('bench.py', ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--vocab_size=50',
+                                 '--device=cpu', '--batch_size=10000000000000'],
+                    ['--batch_size=10000000000000', 'batch_size']),
+}
+
+
+@pytest.fixture(scope='module')
+def finished_run(tiny_data, tmp_path_factory):
+    out_dir = str(tmp_path_factory.mktemp('run'))
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=2, eval_interval=2)))
+    return out_dir
+
+
+def pretend_memory(monkeypatch, total):
+    monkeypatch.setattr(machine, 'device_memory', lambda device: total)
+
+
+def refuse_to_build(monkeypatch):
+    """Building a model now fails the test: the refusal must come first."""
+    def built(self, config):
+        raise AssertionError(f"a model was built (n_layer={config.n_layer}, n_embd={config.n_embd}) before the size "
+                             f"was refused")
+    monkeypatch.setattr(GPT, '__init__', built)
+
+
+@pytest.mark.parametrize('machine_size', MACHINES.values(), ids=MACHINES.keys())
+@pytest.mark.parametrize('case', SIZES)
+def test_a_size_too_large_is_refused_by_the_estimate_before_anything_is_built(case, machine_size, tiny_data,
+                                                                             finished_run, tmp_path, monkeypatch):
+    script, args, (given, offered) = SIZES[case]
+    places = dict(data=tiny_data, run=finished_run, tmp=str(tmp_path))
+    args = [arg.format(**places) for arg in args]
+    if script == 'train.py':
+        args = tiny_train_args(tiny_data, str(tmp_path / 'out')) + args
+    pretend_memory(monkeypatch, machine_size)
+    refuse_to_build(monkeypatch)
+    line = assert_one_line_error(run_in_process(script, *args), given)
+    assert re.search(rf'at most (--\w+=\d+ or )*--{offered}=\d+( or --\w+=\d+)* fits here', line), line
+    limit = 'the 128.0 TiB one process can address' if machine_size > machine.ADDRESS_SPACE else \
+        f'the {machine.format_bytes(machine_size)} of RAM and swap on cpu'
+    assert f'more than {limit}' in line
+    assert not os.path.exists(tmp_path / 'out') and not os.path.exists(tmp_path / 'fig.png')  # nothing written
+
+
+def test_where_the_estimate_fits_sampling_goes_on(finished_run, monkeypatch):
+    pretend_memory(monkeypatch, 2 * TiB)
+    result = run_in_process('sample.py', f'--out_dir={finished_run}', '--device=cpu', '--num_samples=2',
+                            '--max_new_tokens=5')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count('-' * 15) == 2
+
+
+def test_what_the_line_allows_is_the_largest_that_fits(finished_run, monkeypatch):
+    """The value the line offers fits the estimate; one more does not."""
+    import sample
+    pretend_memory(monkeypatch, 24 * GiB)
+    result = run_in_process('sample.py', f'--out_dir={finished_run}', '--device=cpu', '--num_samples=1000000000',
+                            '--max_new_tokens=7', '--dtype=float32')
+    most = int(re.search(r'at most --num_samples=(\d+)', assert_one_line_error(result)).group(1))
+    ckpt = torch.load(os.path.join(finished_run, 'ckpt.pt'), weights_only=True)
+    shape = sample.model_shape(ckpt, 'resume')
+    need = lambda n: machine.sampling_floor(shape, n, 1, 7, 'float32')  # noqa: E731  (the prompt '\n': 1 token)
+    assert need(most) <= 24 * GiB < need(most + 1)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
+@pytest.mark.parametrize('prompt, new', [(3, 12), (20, 30)], ids=['short', 'past_the_context'])
+def test_sampling_floor_is_below_what_generate_holds(dtype, prompt, new):
+    # What generate must hold at once, from the tensors themselves: the weights, the prompt batch and the whole
+    # output, and at each step either a block's input (the residual stream) with its MLP hidden layer, or the
+    # fp32 logits. The floor must stay below that, or sample.py would refuse sizes that fit.
+    config = GPTConfig(vocab_size=300, block_size=24, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(config).eval()
+    batch = 16
+    steps = []
+
+    def block_input(module, inputs):
+        steps.append(inputs[0].nbytes)
+
+    def mlp_hidden(module, inputs, output):
+        steps[-1] += output.nbytes
+
+    def logits(module, inputs, output):
+        steps.append(output[0].float().nbytes)
+    hooks = [block.register_forward_pre_hook(block_input) for block in model.blocks]
+    hooks += [block.mlp.c_fc.register_forward_hook(mlp_hidden) for block in model.blocks]
+    hooks.append(model.register_forward_hook(logits))
+    x = torch.randint(config.vocab_size, (batch, prompt))
+    with machine.autocast_context('cpu', dtype):
+        out = model.generate(x, new)
+    for hook in hooks:
+        hook.remove()
+    held = sum(p.nbytes for p in model.parameters()) + x.nbytes + out.nbytes + max(steps)
+    floor = machine.sampling_floor(config, batch, prompt, new, dtype)
+    assert floor <= held
+    assert floor > held / 3  # and not vacuous
+    assert machine.sampling_floor(config, batch, prompt, 0, dtype) < floor  # no step without new tokens
+
+
+def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_data, tmp_path, monkeypatch):
+    pretend_memory(monkeypatch, 100 * 2 ** 10)  # a machine of 100 KiB: the tiny corpus as int64 is more
+    monkeypatch.setattr(np, 'fromfile', lambda *a, **k: pytest.fail('read before the refusal'))
+    line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'))),
+                                 f'the prepared data in {tiny_data}/tiny (', 'more than the 100.0 KiB of RAM and swap',
+                                 'use less data or a machine with more memory')
+    assert 'tokens' in line and not os.path.exists(tmp_path / 'out')
+    book = tmp_path / 'book.txt'
+    book.write_text(tiny_corpus(3000), encoding='utf-8')  # about 110 KB
+    assert_one_line_error(run_in_process('prepare.py', f'--input={book}', f'--out_dir={tmp_path}/data'),
+                          f'--input={book} has ', 'more than the 100.0 KiB of RAM and swap on cpu',
+                          'use a smaller file or a machine with more memory')
+    assert not os.path.exists(tmp_path / 'data')
+
+
+def test_a_checkpoint_edited_to_an_absurd_size_is_refused_before_it_is_built(finished_run, tmp_path, monkeypatch):
+    edited = tmp_path / 'edited'
+    shutil.copytree(finished_run, edited)
+    ckpt = torch.load(edited / 'ckpt.pt', weights_only=True)
+    ckpt['model_args']['n_layer'] = 10 ** 10  # 447 TiB of weights: more than any machine
+    torch.save(ckpt, edited / 'ckpt.pt')
+    refuse_to_build(monkeypatch)
+    assert_one_line_error(run_in_process('sample.py', f'--out_dir={edited}', '--device=cpu'),
+                          'the model to sample (n_layer=10000000000, n_embd=32', 'for its weights alone')
+    assert_one_line_error(run_in_process('export.py', f'--out_dir={edited}', f'--to={tmp_path}/hf'),
+                          f'checkpoint {edited}/ckpt.pt does not fit', 'its model_args ask for at least',
+                          'edited or written by another version')
+    assert not os.path.exists(tmp_path / 'hf')
