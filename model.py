@@ -69,7 +69,8 @@ TIE_MODES = {
 class ScaleGrad(torch.autograd.Function):
     """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k
     backward. A tied matrix's gradient is (input part) + (output part), so k turns it towards the input
-    side; an untied embedding's AdamW divides a constant scale away (up to eps): nothing changes there."""
+    side; an untied embedding's AdamW divides a constant scale away (up to eps), but not the global-norm
+    clip that the scaled gradient sets off, which scales every gradient down (docs/2026-remedies.md)."""
 
     @staticmethod
     def forward(ctx, x, k):
