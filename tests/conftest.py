@@ -1,4 +1,31 @@
-"""Test setup: import the top-level modules, and find tiktoken's GPT-2 files without any network."""
+"""Test setup: import the top-level modules, find tiktoken's GPT-2 files without any network, and keep the
+suite's use of the machine the same on a laptop, a 16-core GPU server and anything between.
+
+Which tests use CUDA where it is there (marked cuda_branch; `python -m pytest -m cuda_branch tests/` runs them
+alone, each on CUDA where it is there and on the CPU elsewhere):
+  test_device.py                   a run left to 'auto' (bfloat16 autocast, torch.compile, the CUDA RNG state in
+                                   the checkpoint and its resume, sampling on the GPU) and bench.py's row there
+                                   (synchronised timing, the allocator's peak, MFU against the datasheet)
+  test_machine.py                  pick_device's errors (cuda:N beyond the visible devices), pick_dtype on CUDA
+  test_memory_estimates.py         the memory check against the device's own memory
+  test_init_loss.py                the initial loss at GPT-2 small's width and vocabulary, on the device
+Every other test runs on the CPU, GPU or not: an autouse fixture below hides CUDA (and MPS) from it, in its
+process (torch.cuda.is_available() is False, so device 'auto' is the CPU) and in every process it starts
+(ENV's CUDA_VISIBLE_DEVICES=''). They test something other than the device, and on a GPU they would only
+cost a CUDA start each. The choices that could have gone the other way:
+  test_mechanism.py's compile after --untie_at: that the compiled graph reads the new head is dynamo's
+    matter, the same on either device, and its 1e-4 tolerance is exact float32 on a CPU (CUDA's TF32
+    matmuls would need another); CUDA's compile is test_device.py's.
+  test_bench.py's compile that cannot build: it removes the C++ compiler, which only the CPU's kernels need.
+  test_ddp.py: two gloo ranks on the CPU; one GPU cannot hold two ranks.
+  test_measure_gpu.py: docs/measure_gpu.sh scaled down to --device=cpu, to check its steps and files; on a
+    GPU the script itself is the test.
+  the out-of-memory tests of test_robustness.py: staged with a raised error, the same on any device.
+
+Nothing scales with the machine: pytest-xdist's '-n auto' (pytest.ini) means at most MAX_WORKERS workers, each
+with at most two torch threads; torch.compile builds with at most two threads (TORCHINDUCTOR_COMPILE_THREADS;
+by default one per core, each a process importing torch); scripts run as processes get one thread; and no
+size a test asks for is left to the machine's allocator (test_memory_estimates.py)."""
 
 import hashlib
 import os
@@ -30,17 +57,36 @@ def gpt2_files_cached():
     return bool(cache_dir) and all(os.path.isfile(os.path.join(cache_dir, name)) for name in names)
 
 
+def usable_cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# Two workers on a 2-core machine, as before. On a 16-core GPU server '-n auto' meant 16, or 8 by hand, each
+# importing torch and starting compile processes of its own, and the suite took longer there than here. Four
+# keep the xdist_groups that train grids apart from the slow tests, which is all the parallelism it has.
+MAX_WORKERS = 4
+# Inductor's default is a compile process per core (up to 32), each importing torch: bounded, and set here,
+# before any test imports torch, so that the scripts tests run as processes inherit it through ENV.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(min(2, usable_cores())))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_WORKERS, usable_cores()))
+
+
 def pytest_configure(config):
     # `python -m pytest -m "not slow" tests/` is the quick loop while developing; CI and the README's
     # command run everything.
     config.addinivalue_line("markers", "slow: kills, Ctrl-C, torch.compile, torchrun and measure_gpu.sh (about two "
                                        "minutes of CPU); deselect with -m 'not slow'")
-    # pytest.ini runs a worker per core (pytest-xdist): the cores shared out as torch threads, so that two
-    # workers' in-process training runs do not each spin threads for every core.
+    # The cores shared out as torch threads, so that two workers' in-process training runs do not each spin
+    # threads for every core; never more than two, which these tiny models cannot use anyway.
+    if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        return  # xdist's controller, which runs no test
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:
-        import torch
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    import torch
+    torch.set_num_threads(max(1, min(2, usable_cores() // workers)))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,6 +94,30 @@ def pytest_collection_modifyitems(config, items):
     for up to half a minute while the other has nothing left to run (pytest-xdist gives out the xdist_groups
     first, largest first, then the other tests in this order)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+_ACCELERATORS = []
+
+
+def accelerators_here():
+    """Whether this machine has CUDA or MPS, asked once, before any test hides them."""
+    if not _ACCELERATORS:
+        import torch
+        mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+        _ACCELERATORS.append(torch.cuda.is_available() or mps)
+    return _ACCELERATORS[0]
+
+
+@pytest.fixture(autouse=True)
+def cpu_unless_cuda_branch(request, monkeypatch):
+    """A test not marked cuda_branch runs on the CPU on any machine (the docstring above says why)."""
+    if request.node.get_closest_marker("cuda_branch") or not accelerators_here():
+        return
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if hasattr(torch.backends, "mps"):
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @pytest.fixture
@@ -118,7 +188,9 @@ def tiny_train_args(data_dir, out_dir, **overrides):
 
 # One torch thread per process: on a 2-core runner, processes that each spin two threads run
 # many times slower than processes with one. Unbuffered, so that a log shows a line once printed.
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+# DEVICE_ENV is for a cuda_branch test's processes; ENV hides CUDA, as cpu_unless_cuda_branch does in process.
+DEVICE_ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+ENV = dict(DEVICE_ENV, CUDA_VISIBLE_DEVICES="")
 
 
 def sigint_as_a_terminal_sends_it():

@@ -99,12 +99,17 @@ def test_each_direction_starts_where_equation_star_predicts_and_embedding_owns_i
         assert measured['default-linear-owns', emb_scale] > math.log(n)  # a self term is left, a small one
 
 
+@pytest.mark.cuda_branch
 def test_gpt2_small_width_and_vocabulary_each_direction_once():
     # GPT-2 small's n and d; one layer, since with zero_init_residual every block is the identity
     # and depth does not enter (*). One seed of 2 x 64 tokens: the GPT-2-sized forward is the cost.
+    # On CUDA where it is there: the size init_loss.py measures on a GPU.
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
     cfg = tied_config(dict(vocab_size=50257, n_embd=768, n_layer=1, n_head=12))
-    embedding_owns = measure_initial_losses(cfg, seeds=1, batch_size=2, init='default-embedding-owns')[False][0]
-    linear_owns = measure_initial_losses(cfg, seeds=1, batch_size=2, init='default-linear-owns')[False][0]
+    embedding_owns = measure_initial_losses(cfg, seeds=1, batch_size=2, device=device,
+                                            init='default-embedding-owns')[False][0]
+    linear_owns = measure_initial_losses(cfg, seeds=1, batch_size=2, device=device,
+                                         init='default-linear-owns')[False][0]
     assert embedding_owns == pytest.approx(predicted_initial_loss(cfg, 1.0), rel=0.02)  # ~ d = 768
     assert predicted_initial_loss(cfg, 1.0) == pytest.approx(768, rel=1e-3)
     assert linear_owns == pytest.approx(predicted_initial_loss(cfg, 1 / math.sqrt(3 * 768)), rel=0.02)  # ~ 12.0

@@ -82,6 +82,7 @@ def test_memory_shortfall_and_format_bytes(monkeypatch):
 # -----------------------------------------------------------------------------
 # device and dtype
 
+@pytest.mark.cuda_branch
 def test_pick_device():
     import torch
     assert pick_device("auto") in ("cuda", "mps", "cpu")
@@ -91,6 +92,25 @@ def test_pick_device():
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="CUDA is not available"):
             pick_device("cuda")
+        return
+    assert pick_device("auto") == "cuda" and pick_device("cuda:0") == "cuda:0"
+    count = torch.cuda.device_count()
+    with pytest.raises(UserError, match=f"--device=cuda:{count} but only {count} CUDA device"):
+        pick_device(f"cuda:{count}")
+
+
+@pytest.mark.cuda_branch
+def test_pick_dtype_on_cuda(monkeypatch):
+    import torch
+    if not torch.cuda.is_available():  # the rule itself, with the answer a GPU would give
+        for supported in (True, False):
+            monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
+            assert pick_dtype("auto", "cuda") == ("bfloat16" if supported else "float16")
+        with pytest.raises(UserError, match="this GPU does not support it; use --dtype=float16"):
+            pick_dtype("bfloat16", "cuda")
+        return
+    assert pick_dtype("auto", "cuda") == ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
+    assert pick_dtype("float32", "cuda") == "float32" and pick_dtype("float16", "cuda") == "float16"
 
 
 def test_pick_dtype(monkeypatch):

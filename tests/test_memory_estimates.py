@@ -19,6 +19,8 @@ from lib import machine
 from model import GPT, GPTConfig
 
 GiB, TiB = 2 ** 30, 2 ** 40
+# the tiny run's model (conftest.TINY_TRAIN on the tiny corpus)
+MODEL = dict(vocab_size=53, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='tied')
 MACHINES = {'laptop': 24 * GiB, 'server': 2 * TiB, 'more_than_asked': 2 ** 70}
 
 # id: (script, arguments, [what the line names, the key whose largest value it offers]). {data} is the tiny dataset's
@@ -164,3 +166,21 @@ def test_a_checkpoint_edited_to_an_absurd_size_is_refused_before_it_is_built(fin
                           f'checkpoint {edited}/ckpt.pt does not fit', 'its model_args ask for at least',
                           'edited or written by another version')
     assert not os.path.exists(tmp_path / 'hf')
+
+
+@pytest.mark.cuda_branch
+def test_the_limit_on_the_device_is_its_own_memory(tiny_data, tmp_path, monkeypatch):
+    # On CUDA where it is there: the GPU's total, read from the device, not the host's RAM.
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    total = torch.cuda.get_device_properties(0).total_memory if device == 'cuda' else machine.device_memory('cpu')
+    kind = 'memory' if device == 'cuda' else 'RAM and swap'
+    assert machine.memory_limit(device) == (total, f'the {machine.format_bytes(total)} of {kind} on {device}')
+    # A batch between the device's memory and the address space: refused for this device alone, before building.
+    batch = machine.largest_that_fits(lambda b: machine.memory_floor(GPTConfig(**MODEL), b, 'float32'), device,
+                                      10 ** 12) + 1
+    assert machine.memory_floor(GPTConfig(**MODEL), batch, 'float32') < machine.ADDRESS_SPACE
+    refuse_to_build(monkeypatch)
+    line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(
+        tiny_data, str(tmp_path / 'out'), device=device, dtype='float32', batch_size=batch)))
+    assert f'more than the {machine.format_bytes(total)} of {kind} on {device}' in line
+    assert f'at most --batch_size={batch - 1} fits here' in line

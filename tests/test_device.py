@@ -1,0 +1,58 @@
+"""The CUDA branches of a run, on the device this machine has: CUDA where it is there (autocast in bfloat16, a
+compiled model, the CUDA RNG state in the checkpoint, the GPU's own peak memory and MFU in bench.py), the CPU
+elsewhere, where the same test checks the same run. Marked cuda_branch (conftest's docstring lists the others):
+`python -m pytest -m cuda_branch tests/` runs them alone."""
+
+import csv
+import math
+import re
+
+import pytest
+import torch
+
+import sample
+import train
+from conftest import run_in_process, tiny_train_args
+from lib.machine import GPU_PEAK_FLOPS
+
+pytestmark = pytest.mark.cuda_branch
+
+CUDA = torch.cuda.is_available()
+
+
+def test_a_run_on_the_device_trains_resumes_and_samples(tiny_data, tmp_path, capsys):
+    # Everything left to 'auto', as a user leaves it: on CUDA that is bfloat16 (or float16) autocast and
+    # torch.compile; on a CPU, eager and the CPU's dtype.
+    out_dir = str(tmp_path / 'run')
+    auto = dict(device='auto', dtype='auto', compile='auto', max_iters=30, eval_interval=15, log_interval=5)
+    first = train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, **dict(auto, max_iters=15))))
+    header = capsys.readouterr().out
+    assert f"device {'cuda' if CUDA else 'cpu'}, dtype " in header
+    assert ("compile True" in header) == CUDA
+    resumed = train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, init_from='resume', **auto)))
+    assert first['iters'] == 15 and resumed['iters'] == 30
+    with open(f'{out_dir}/metrics.csv', newline='') as f:
+        rows = [row for row in csv.DictReader(f) if row['step_loss']]
+    losses = [float(row['step_loss']) for row in rows]
+    assert [int(row['iter']) for row in rows] == list(range(0, 30, 5))  # none twice, none lost across the resume
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+    assert math.isfinite(resumed['val_loss']) and resumed['val_loss'] < math.log(53)  # below a uniform guess
+    texts = sample.generate_samples(dict(sample.DEFAULTS, out_dir=out_dir, start='All:', num_samples=2,
+                                         max_new_tokens=20))
+    assert len(texts) == 2 and all(text.startswith('All:') and len(text) == 24 for text in texts)
+
+
+def test_bench_times_a_step_on_the_device():
+    # One eager row: the CUDA branch synchronises, reads the allocator's peak and the GPU's datasheet peak
+    # for MFU; the compiled step is the run's test above.
+    result = run_in_process('bench.py', '--device=auto', '--compile=false', '--n_layer=1', '--n_head=2', '--n_embd=32',
+                            '--block_size=16', '--batch_size=4', '--vocab_size=50', '--bench_warmup=1',
+                            '--bench_iters=2', '--rounds=1')
+    assert result.returncode == 0, result.stderr
+    row = re.search(r'^tied (?P<dtype>\w+) eager\s+[\d,]+\s+(?P<ms>[\d.]+)\s.*\s(?P<mfu>[\d.]+%|n/a)\s+-?\d+\s+1\.000$',
+                    result.stdout, re.M)
+    assert row, result.stdout
+    assert float(row['ms']) > 0
+    if CUDA:  # a GPU whose datasheet peak is known gets an MFU
+        assert row['dtype'] in ('bfloat16', 'float16')
+        assert (row['mfu'] != 'n/a') == any(name in torch.cuda.get_device_name(0) for name in GPU_PEAK_FLOPS)
