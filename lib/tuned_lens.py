@@ -75,7 +75,7 @@ def train_translators(model, tokens, device='cpu', steps=LENS_STEPS, batch_size=
     translators = Translators(cfg.n_layer, cfg.n_embd).to(device)
     # Adam: the embedding's translator (a linear map from token vectors to the final distribution) is far from
     # the identity, and SGD crawls there (docs/optimizers.md: layer 0 of a tied BPE run at 6.31 after 300 SGD
-    # steps, 4.99 after 400 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
+    # steps, 5.01 after 300 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
     # blocks above it are the identity) keeps the identity: its gradient is float32 noise, which Adam would
     # turn into steps the size of the rate.
     optimizer = kind(translators.parameters(), lr=lr) if kind else torch.optim.Adam(translators.parameters(), lr=lr)
