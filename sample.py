@@ -15,8 +15,8 @@ import torch
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_args, pretrained_meta
-from lib.machine import (autocast_context, largest_that_fits, memory_shortfall, out_of_memory_is_user_error,
-                         pick_device, pick_dtype, sampling_floor)
+from lib.machine import (autocast_context, format_bytes, largest_that_fits, memory_shortfall,
+                         out_of_memory_is_user_error, pick_device, pick_dtype, sampling_floor)
 from lib.run_files import load_checkpoint, model_from_checkpoint
 from lib.prepared_data import get_codec
 from model import GPTConfig
@@ -40,6 +40,12 @@ def read_prompt(start):
     if not start.startswith('FILE:'):
         return start
     path = start[len('FILE:'):]
+    # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
+    # before, where the machine cannot hold them.
+    short = memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None
+    if short:
+        raise UserError(f"--start=FILE:{path} has {format_bytes(os.path.getsize(path))}; reading it needs {short}; "
+                        f"use a shorter prompt")
     try:
         with open(path, encoding='utf-8') as f:
             return f.read()

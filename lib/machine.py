@@ -302,9 +302,19 @@ def check_memory(model_config, cfg, device, dtype):
         raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
                         f"needs {short}, for its weights, gradients and AdamW state alone; use a smaller --n_layer "
                         f"or --n_embd" + (f" ({allowed})" if allowed else ""))
-    short = memory_shortfall(memory_floor(model_config, cfg['batch_size'], dtype), device)
+    # A step's micro-batches are all drawn before its first forward (x and y, int64: 16 bytes a token), this
+    # process's share of them under torchrun.
+    accum = max(1, cfg['gradient_accumulation_steps'] // int(os.environ.get('WORLD_SIZE', '1')))
+    need = lambda b, a=accum: memory_floor(model_config, b, dtype) + 16 * a * b * cfg['block_size']  # noqa: E731
+    short = memory_shortfall(need(cfg['batch_size']), device)
+    if short and accum > 1 and not memory_shortfall(need(cfg['batch_size'], 1), device):
+        most = largest_that_fits(lambda a: need(cfg['batch_size'], a), device, accum)
+        raise UserError(f"a training step needs {short}, with --gradient_accumulation_steps="
+                        f"{cfg['gradient_accumulation_steps']}, whose micro-batches of --batch_size={cfg['batch_size']} "
+                        f"x --block_size={cfg['block_size']} tokens are drawn before its first forward; at most "
+                        f"--gradient_accumulation_steps={most} fits here")
     if short:
-        most = largest_that_fits(lambda b: memory_floor(model_config, b, dtype), device, cfg['batch_size'])
+        most = largest_that_fits(need, device, cfg['batch_size'])
         allowed = (f"at most --batch_size={most} fits here at --block_size={cfg['block_size']}" if most else
                    f"not even --batch_size=1 fits here at --block_size={cfg['block_size']}")
         raise UserError(f"a training step needs {short}, with {batch_memory_advice(cfg)}; {allowed}")

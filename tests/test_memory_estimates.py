@@ -3,7 +3,7 @@ machine's memory (issue 39): on a machine with more memory than a request asks f
 overcommits (Linux's vm.overcommit_memory=1, usual on GPU servers) says yes to it, and the process grows until the
 kernel's OOM killer ends it without a word. So these tests pretend the machine has 24 GiB, 2 TiB, or more than
 any request here (lib.machine.device_memory), and fail the test if a model is built before the refusal.
-docs/robustness.md, rows 41-46 and 97-101."""
+docs/robustness.md, rows 41-46 and 97-103."""
 
 import os
 import re
@@ -33,6 +33,8 @@ SIZES = {
     'train_batch': ('train.py', ['--batch_size=10000000000000'], ['--batch_size=10000000000000', 'batch_size']),
     'train_depth': ('train.py', ['--n_layer=1000000000'], ['n_layer=1000000000', 'n_layer']),
     'train_width': ('train.py', ['--n_embd=10000000', '--n_head=1'], ['n_embd=10000000', 'n_embd']),
+    'train_accumulation': ('train.py', ['--gradient_accumulation_steps=10000000000000'],
+                           ['micro-batches of --batch_size=8 x --block_size=16 tokens', 'gradient_accumulation_steps']),
     'init_loss_batch': ('init_loss.py', ['--n_layer=1', '--n_embd=32', '--n_head=2', '--vocab_size=50', '--seeds=1',
                                          '--modes=tied', '--device=cpu', '--batch_size=100000000000'],
                         ['--batch_size=100000000000', 'batch_size']),
@@ -138,7 +140,7 @@ def test_sampling_floor_is_below_what_generate_holds(dtype, prompt, new):
     assert machine.sampling_floor(config, batch, prompt, 0, dtype) < floor  # no step without new tokens
 
 
-def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_data, tmp_path, monkeypatch):
+def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_data, finished_run, tmp_path, monkeypatch):
     pretend_memory(monkeypatch, 100 * 2 ** 10)  # a machine of 100 KiB: the tiny corpus as int64 is more
     monkeypatch.setattr(np, 'fromfile', lambda *a, **k: pytest.fail('read before the refusal'))
     line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'))),
@@ -151,6 +153,9 @@ def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_dat
                           f'--input={book} has ', 'more than the 100.0 KiB of RAM and swap on cpu',
                           'use a smaller file or a machine with more memory')
     assert not os.path.exists(tmp_path / 'data')
+    assert_one_line_error(run_in_process('sample.py', f'--out_dir={finished_run}', f'--start=FILE:{book}'),
+                          f'--start=FILE:{book} has ', 'more than the 100.0 KiB of RAM and swap on cpu',
+                          'use a shorter prompt')
 
 
 def test_a_checkpoint_edited_to_an_absurd_size_is_refused_before_it_is_built(finished_run, tmp_path, monkeypatch):
@@ -176,9 +181,10 @@ def test_the_limit_on_the_device_is_its_own_memory(tiny_data, tmp_path, monkeypa
     kind = 'memory' if device == 'cuda' else 'RAM and swap'
     assert machine.memory_limit(device) == (total, f'the {machine.format_bytes(total)} of {kind} on {device}')
     # A batch between the device's memory and the address space: refused for this device alone, before building.
-    batch = machine.largest_that_fits(lambda b: machine.memory_floor(GPTConfig(**MODEL), b, 'float32'), device,
-                                      10 ** 12) + 1
-    assert machine.memory_floor(GPTConfig(**MODEL), batch, 'float32') < machine.ADDRESS_SPACE
+    # what a step holds by the estimate: memory_floor, and its one micro-batch of x and y (int64)
+    need = lambda b: machine.memory_floor(GPTConfig(**MODEL), b, 'float32') + 16 * b * MODEL['block_size']  # noqa
+    batch = machine.largest_that_fits(need, device, 10 ** 12) + 1
+    assert need(batch) < machine.ADDRESS_SPACE
     refuse_to_build(monkeypatch)
     line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(
         tiny_data, str(tmp_path / 'out'), device=device, dtype='float32', batch_size=batch)))
