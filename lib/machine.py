@@ -304,15 +304,16 @@ def check_memory(model_config, cfg, device, dtype):
                         f"or --n_embd" + (f" ({allowed})" if allowed else ""))
     # A step's micro-batches are all drawn before its first forward (x and y, int64: 16 bytes a token), this
     # process's share of them under torchrun.
-    accum = max(1, cfg['gradient_accumulation_steps'] // int(os.environ.get('WORLD_SIZE', '1')))
+    ranks = int(os.environ.get('WORLD_SIZE', '1'))
+    accum = max(1, cfg['gradient_accumulation_steps'] // ranks)
     need = lambda b, a=accum: memory_floor(model_config, b, dtype) + 16 * a * b * cfg['block_size']  # noqa: E731
     short = memory_shortfall(need(cfg['batch_size']), device)
     if short and accum > 1 and not memory_shortfall(need(cfg['batch_size'], 1), device):
-        most = largest_that_fits(lambda a: need(cfg['batch_size'], a), device, accum)
+        most = largest_that_fits(lambda a: need(cfg['batch_size'], a), device, accum) * ranks
         raise UserError(f"a training step needs {short}, with --gradient_accumulation_steps="
-                        f"{cfg['gradient_accumulation_steps']}, whose micro-batches of --batch_size={cfg['batch_size']} "
-                        f"x --block_size={cfg['block_size']} tokens are drawn before its first forward; at most "
-                        f"--gradient_accumulation_steps={most} fits here")
+                        f"{cfg['gradient_accumulation_steps']}, whose micro-batches of --batch_size="
+                        f"{cfg['batch_size']} x --block_size={cfg['block_size']} tokens are drawn before its first "
+                        f"forward; at most --gradient_accumulation_steps={most} fits here")
     if short:
         most = largest_that_fits(need, device, cfg['batch_size'])
         allowed = (f"at most --batch_size={most} fits here at --block_size={cfg['block_size']}" if most else
