@@ -22,8 +22,10 @@ cost a CUDA start each. The choices that could have gone the other way:
     GPU the script itself is the test.
   the out-of-memory tests of test_robustness.py: staged with a raised error, the same on any device.
 
-Nothing scales with the machine: pytest-xdist's '-n auto' (pytest.ini) means at most MAX_WORKERS workers, each
-with at most two torch threads; torch.compile builds with at most two threads (TORCHINDUCTOR_COMPILE_THREADS;
+Nothing scales with the machine: pytest-xdist's '-n auto' (pytest.ini) means at most MAX_WORKERS workers; on a
+machine with more than two cores each worker sees two of its own (pin_to_two_cores), so that what reads the
+core count (ablate.py's --jobs and threads, torch) reads 2, as on the 2-core machines the suite is timed on;
+a worker has one torch thread; torch.compile builds with at most two threads (TORCHINDUCTOR_COMPILE_THREADS;
 by default one per core, each a process importing torch); scripts run as processes get one thread; and no
 size a test asks for is left to the machine's allocator (test_memory_estimates.py)."""
 
@@ -80,13 +82,29 @@ def pytest_configure(config):
     # command run everything.
     config.addinivalue_line("markers", "slow: kills, Ctrl-C, torch.compile, torchrun and measure_gpu.sh (about two "
                                        "minutes of CPU); deselect with -m 'not slow'")
-    # The cores shared out as torch threads, so that two workers' in-process training runs do not each spin
-    # threads for every core; never more than two, which these tiny models cannot use anyway.
     if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
         return  # xdist's controller, which runs no test
+    pin_to_two_cores()
+    # One torch thread a worker, as two workers have on a 2-core machine, so that their in-process training runs
+    # do not each spin threads for every core; two in a process of its own (-n 0).
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     import torch
-    torch.set_num_threads(max(1, min(2, usable_cores() // workers)))
+    torch.set_num_threads(min(usable_cores(), 1 if workers > 1 else 2))
+
+
+def pin_to_two_cores():
+    """On a machine with more than two cores, this process (an xdist worker, or the one process of -n 0) and
+    every process it starts see two cores of their own, worker i the (2i)th and (2i + 1)th, as on the 2-core
+    machines this suite is measured on: whatever reads the cores (ablate.py's --jobs and threads, the grid
+    workers' threads, inductor) then reads 2 on a laptop and on a 64-core server alike."""
+    if not hasattr(os, "sched_setaffinity") or usable_cores() <= 2:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    try:
+        os.sched_setaffinity(0, {cores[2 * worker % len(cores)], cores[(2 * worker + 1) % len(cores)]})
+    except OSError:
+        pass  # a container that forbids it: the bounds above still hold
 
 
 def pytest_collection_modifyitems(config, items):
