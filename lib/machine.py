@@ -115,7 +115,7 @@ def largest_that_fits(need, device, given):
     """The largest value v from 0 to given with need(v) within memory_limit (need: bytes as a function of one
     size, growing with it), for a message that says what is allowed; 0 if not even 0 fits."""
     limit = memory_limit(device)[0]
-    low, high = 0, given  # need(low) fits or low == 0; need(high + 1) does not
+    low, high = 0, given  # the answer lies between them
     if need(0) > limit:
         return 0
     while low < high:
