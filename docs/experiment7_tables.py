@@ -1,0 +1,341 @@
+"""Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
+
+    python docs/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
+    python docs/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
+    python docs/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
+    python docs/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
+    python docs/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
+    python docs/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
+    python docs/experiment7_tables.py best OUT_DIR    # a sweep's best rows; an error while a best lies on its edge
+
+config/experiment7.sh runs all but the first two. Parameters are counted on models built on torch's meta device (no
+memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
+"""
+
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
+# tests/test_experiment7.py compares them with data/ where the corpus is prepared, so that no table needs data/.
+CORPUS = dict(vocab_size=19_378, train_tokens=1_409_436, val_tokens=156_605)
+SIZES = ('w64', 'w96', 'w128', 'w160')  # config/ladder_SIZE.py, smallest first
+DEEP = ('w128', 'w160')                 # config/ladder_SIZE_deep.py: claim 19's tied models
+OPTIMIZERS = {'muon': SIZES, 'adamw': (SIZES[0], SIZES[-1])}  # practice's optimizer at every size, AdamW at the ends
+SEEDS = 5
+
+# A rate is a multiple of learning_rate, on a ladder of half decades (experiment 6's steps of sqrt(10)).
+RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 7))
+# Each sweep starts around experiment 6's optima at width 128 (Muon: table x10, head x3, tied x10; AdamW: table
+# x100, x30 within 0.003 of it, head x3, tied x10) and reaches a rung lower for the tied matrix, which also serves as
+# the head: a head's best Adam rate is expected to fall with width (muP; DESIGN.md 2d). widen() moves any edge out.
+GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
+         'adamw': dict(embed=(30, 100, 300), head=(1, 3, 10), tied=(1, 3, 10, 30))}
+TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
+
+# The speed this estimate starts from (docs/experiment6.md, "Wall time"): experiment 6's full-length run, experiment
+# 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens under AdamW,
+# took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is taken to be
+# 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for the quick
+# start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the Zen 5 are
+# close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
+# Estimates all: `bash config/experiment7.sh time`, then this script with --timed, replaces them with a measurement.
+REFERENCE = dict(config='recipe_bpe.py', vocab_size=11_706, val_tokens=33_803, seconds=80)
+SLOWER = (1.0, 1.5, 2.0)
+BUDGET_HOURS = 6
+NS_STEPS = 5  # torch.optim.Muon's Newton-Schulz iterations a step
+
+
+def config_path(name):
+    return os.path.join(ROOT, 'config', name if name.endswith('.py') else f'ladder_{name}.py')
+
+
+def resolve(name, *flags):
+    """The settings ablate.py runs config NAME (a size such as 'w64', 'w128_deep', or a file name) with."""
+    import ablate
+    return ablate.parse_args([config_path(name), *flags])
+
+
+def build(cfg, tie_mode, vocab_size=CORPUS['vocab_size']):
+    """The run's model, on the meta device: its shapes and counts without its memory."""
+    import torch
+    import model
+    from lib.ablation_grid import model_config
+    with torch.device('meta'):
+        return model.GPT(model_config(dict(cfg, tie_mode=tie_mode), vocab_size))
+
+
+def newton_schulz_flops(gpt):
+    """Muon's orthogonalisation a step: per map of m x n (m <= n), NS_STEPS of X X^T, its square and the product
+    with X (4 m^2 n + 2 m^3). c_attn is three maps under muon_qkv='split', the default (lib/optimizers.py)."""
+    total = 0
+    for block in gpt.blocks:
+        for p in (q for q in block.parameters() if q.dim() == 2):
+            k = 3 if p is block.attn.c_attn.weight else 1
+            m, n = sorted((p.shape[0] // k, p.shape[1]))
+            total += k * NS_STEPS * (4 * m * m * n + 2 * m ** 3)
+    return total
+
+
+_COUNTED = {}
+
+
+def counts(cfg, vocab_size=CORPUS['vocab_size']):
+    """Parameters tied and untied, the token table's share of the tied model, the rest, and compute per token
+    (kept per shape: the time estimates ask for the same few models hundreds of times)."""
+    from lib.machine import flops_per_token
+    from lib.run_files import MODEL_KEYS
+    key = (vocab_size, *(cfg[k] for k in MODEL_KEYS if k not in ('vocab_size', 'tie_mode')))
+    if key not in _COUNTED:
+        tied, untied = build(cfg, 'tied', vocab_size), build(cfg, 'untied', vocab_size)
+        table = tied.token_embedding_table.weight.numel()
+        positions = tied.position_embedding_table.weight.numel()
+        _COUNTED[key] = dict(tied=tied.num_params(), untied=untied.num_params(), table=table,
+                             share=table / tied.num_params(), non_embedding=tied.num_params() - table - positions,
+                             flops=flops_per_token(tied), muon_step=newton_schulz_flops(tied))
+    return _COUNTED[key]
+
+
+def run_flops(cfg, shape, val_tokens=CORPUS['val_tokens']):
+    """One run's arithmetic: its training steps, its evaluations (eval_iters batches of each split; a forward pass
+    is a third of a training token's), the whole-split scoring of ckpt.pt and best.pt, and Muon's steps."""
+    tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+    evals = cfg['max_iters'] // cfg['eval_interval'] + 1 + (cfg['max_iters'] % cfg['eval_interval'] > 0)
+    forward = evals * 2 * cfg['eval_iters'] * cfg['batch_size'] * cfg['block_size'] + 2 * (val_tokens - 1)
+    muon = shape['muon_step'] * cfg['max_iters'] if cfg['optimizer'] == 'muon' else 0
+    return shape['flops'] * (cfg['max_iters'] * tokens + forward / 3) + muon
+
+
+def grid_rows(optimizer, tied_only=False):
+    grid = GRIDS[optimizer]
+    untied = [] if tied_only else [f'untied_e{e:g}_h{h:g}' for e in grid['embed'] for h in grid['head']]
+    return untied + [f'tied_e{e:g}' for e in grid['tied']]
+
+
+def half_flags():
+    cfg = resolve('recipe_ladder.py')
+    return [f'--{key}={max(1, cfg[key] // 2)}' for key in ('max_iters', 'warmup_iters', 'eval_interval')]
+
+
+def plan(max_iters=None):
+    """[(stage, config, flags, runs)]: every ablate.py command of config/experiment7.sh, at the recipe's length or
+    at max_iters. A row's rates change no run's arithmetic, so the confirmations' best rows are counted unseen."""
+    length = [] if max_iters is None else [f'--max_iters={max_iters}']
+    half = half_flags() if max_iters is None else [f'--max_iters={max_iters // 2}', *half_flags()[1:]]
+    items = [('time', size, ['--optimizer=muon', *TIME_FLAGS], 2) for size in SIZES]
+    for optimizer, sizes in OPTIMIZERS.items():
+        items += [('sweep', size, [f'--optimizer={optimizer}', *half], len(grid_rows(optimizer))) for size in sizes]
+    for optimizer, sizes in OPTIMIZERS.items():
+        items += [('confirm', size, [f'--optimizer={optimizer}', *length], 4 * SEEDS) for size in sizes]
+    for size in DEEP:
+        items += [('depth', f'{size}_deep', ['--optimizer=muon', *half], len(grid_rows('muon', tied_only=True))),
+                  ('depth', f'{size}_deep', ['--optimizer=muon', *length], SEEDS)]
+    return items
+
+
+def reference_rate():
+    """FLOPs a second of grid (two runs side by side) on the reference machine."""
+    cfg = resolve(REFERENCE['config'])
+    shape = counts(cfg, REFERENCE['vocab_size'])
+    return run_flops(cfg, shape, REFERENCE['val_tokens']) / REFERENCE['seconds']
+
+
+def timed_rates():
+    """{size: FLOPs a second of grid} from the time stage's runs (out-exp7-time-SIZE/summary.json): each run's
+    training tokens a second, two side by side; None where a size was not timed."""
+    rates = {}
+    for size in SIZES:
+        path = os.path.join(ROOT, f'out-exp7-time-{size}', 'summary.json')
+        if not os.path.exists(path):
+            rates[size] = None
+            continue
+        with open(path, encoding='utf-8') as f:
+            modes = json.load(f)['modes']
+        cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
+        shape = counts(cfg)
+        per_token = shape['flops'] + shape['muon_step'] / (cfg['batch_size'] * cfg['block_size'])
+        speed = sum(modes[m]['tokens_per_sec']['mean'] for m in ('untied', 'tied')) / 2
+        rates[size] = 2 * speed * per_token
+    return rates
+
+
+def stage_hours(rates, max_iters=None):
+    """{stage: [hours at each rate in rates]}; a rate: FLOPs a second of grid, or {size: that}."""
+    hours = {}
+    for stage, name, flags, runs in plan(max_iters):
+        cfg = resolve(name, *flags)
+        flops = run_flops(cfg, counts(cfg)) * runs
+        size = name.split('_')[0]
+        hours.setdefault(stage, [0.0] * len(rates))
+        for i, rate in enumerate(rates):
+            hours[stage][i] += flops / (rate[size] if isinstance(rate, dict) else rate) / 3600
+    return hours
+
+
+def fitting_length(rate, budget=BUDGET_HOURS):
+    """The longest max_iters, in tens, whose whole grid fits the budget at that rate (the grid grows with it)."""
+    def fits(n):
+        return sum(h[0] for h in stage_hours([rate], n).values()) <= budget
+    if not fits(10):
+        return None
+    low, high = 1, 101  # in tens of iterations: low fits, high is taken not to
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(10 * middle) else (low, middle)
+    return 10 * low
+
+
+def ladder_table():
+    lines = ['| size | width × layers (heads) | tied | untied | table share, tied | non-embedding | '
+             'FLOPs per token | Muon\'s FLOPs per step | tokens a run (epochs) |',
+             '|---|---|---:|---:|---:|---:|---:|---:|---:|']
+    for size in SIZES:
+        cfg = resolve(size)
+        c = counts(cfg)
+        tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+        lines.append(f"| `{size}` | {cfg['n_embd']} × {cfg['n_layer']} ({cfg['n_head']}) | {c['tied']:,} | "
+                     f"{c['untied']:,} | {100 * c['share']:.1f} % | {c['non_embedding']:,} | {c['flops'] / 1e6:.1f} M | "
+                     f"{c['muon_step'] / 1e9:.2f} G | {tokens:,} ({tokens / CORPUS['train_tokens']:.2f}) |")
+    return lines
+
+
+def depth_match(cfg, vocab_size=CORPUS['vocab_size']):
+    """(layers, tied parameters, untied parameters): the deepest tied model of cfg's width with no more parameters
+    than cfg's untied one, as MobileLLM spends what sharing saves on layers. No more, so that a deeper tied model
+    that wins does not win by a larger count."""
+    base = counts(cfg, vocab_size)
+    per_layer = counts(dict(cfg, n_layer=cfg['n_layer'] + 1), vocab_size)['tied'] - base['tied']  # every block alike
+    layers = cfg['n_layer'] + (base['untied'] - base['tied']) // per_layer
+    return layers, counts(dict(cfg, n_layer=layers), vocab_size)['tied'], base['untied']
+
+
+def depth_table():
+    """Claim 19: each size's depth-matched tied model and the one a layer deeper (the depth stage trains DEEP's),
+    and experiment 5's shape on both corpora, where the issue's 12 tied layers against 4 untied come from."""
+    lines = ['| model | untied: layers, parameters, FLOPs per token | tied, as deep as fits | a layer deeper | '
+             'FLOPs per token, tied as deep as fits | trained by |', '|---|---|---|---|---:|---|']
+    cases = [(f'`{size}`', resolve(size), CORPUS['vocab_size'], f'`config/ladder_{size}_deep.py`' if size in DEEP else '')
+             for size in SIZES]
+    cases += [(f"experiment 5's shape, {vocab:,} ids", resolve('recipe_bpe.py'), vocab, '')
+              for vocab in (REFERENCE['vocab_size'], CORPUS['vocab_size'])]
+    for name, cfg, vocab, trained in cases:
+        layers, _, untied = depth_match(cfg, vocab)
+        deep = [(n, counts(dict(cfg, n_layer=n), vocab)) for n in (layers, layers + 1)]
+        tied = [f"{n}, {c['tied']:,} ({100 * (c['tied'] / untied - 1):+.2f} %)" for n, c in deep]
+        lines.append(f"| {name} | {cfg['n_layer']}, {untied:,}, {counts(cfg, vocab)['flops'] / 1e6:.1f} M | {tied[0]} | "
+                     f"{tied[1]} | {deep[0][1]['flops'] / 1e6:.1f} M | {trained} |")
+    return lines
+
+
+def time_table(timed=False):
+    if timed:
+        rates = timed_rates()
+        missing = [size for size, rate in rates.items() if rate is None]
+        if missing:
+            raise SystemExit(f"no timing runs for {', '.join(missing)}: run `bash config/experiment7.sh time` first")
+        columns, rate_list = ['measured'], [rates]
+    else:
+        base = reference_rate()
+        columns = [f'{s:g}× slower (Zen 3)' if s > 1 else "experiment 6's speed (Zen 5)" for s in SLOWER]
+        rate_list = [base / s for s in SLOWER]
+    runs = {}
+    for stage, *_, count in plan():
+        runs[stage] = runs.get(stage, 0) + count
+    hours = stage_hours(rate_list)
+    lines = ['| stage | runs | ' + ' | '.join(columns) + ' |', '|---|---:|' + '---:|' * len(columns)]
+    for stage, values in hours.items():
+        lines.append(f"| `{stage}` | {runs[stage]} | " + ' | '.join(f'{v:.1f} h' for v in values) + ' |')
+    totals = [sum(values[i] for values in hours.values()) for i in range(len(columns))]
+    lines.append(f"| all | {sum(runs.values())} | " + ' | '.join(f'**{t:.1f} h**' for t in totals) + ' |')
+    fits = ', '.join(f'{fitting_length(rate)} at {column}' for column, rate in zip(columns, rate_list))
+    return lines + ['', f"max_iters that fits {BUDGET_HOURS} hours: {fits}", '', cost_shares()]
+
+
+def cost_shares():
+    """Where a run's arithmetic goes, over the ladder: scoring the whole validation split, and Muon's steps."""
+    shares = {}
+    for label, flags in (('a full-length run', []), ('a sweep run', half_flags())):
+        for size in SIZES:
+            cfg = resolve(size, '--optimizer=muon', *flags)
+            c = counts(cfg)
+            total = run_flops(cfg, c)
+            shares.setdefault(label, []).append((c['flops'] * 2 * (CORPUS['val_tokens'] - 1) / 3 / total,
+                                                 c['muon_step'] * cfg['max_iters'] / total))
+    scoring = '; '.join(f"{min(s for s, _ in v):.0%}-{max(s for s, _ in v):.0%} of {label}"
+                        for label, v in shares.items())
+    muon = max(m for _, m in shares['a full-length run'])
+    return (f"Scoring ckpt.pt and best.pt on the whole validation split: {scoring} (smallest size the most). "
+            f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
+
+
+def sweep_cells(out_dir):
+    from lib.ablation_figure import rate_cells
+    path = os.path.join(out_dir, 'summary.json')
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
+    with open(path, encoding='utf-8') as f:
+        info = json.load(f)
+    return list(info['modes']), *rate_cells(info)
+
+
+def neighbours(rate):
+    """The rate and the rungs either side of it."""
+    i = min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
+    return RUNGS[max(0, i - 1):i + 2]
+
+
+def missing_neighbours(untied, tied):
+    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best, tied's either side."""
+    rows = []
+    if untied:
+        e, h = min(untied, key=untied.get)
+        rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(e) for b in neighbours(h)
+                 if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in untied)]
+    if tied:
+        rows += [f'tied_e{a:g}' for a in neighbours(min(tied, key=tied.get)) if not any(math.isclose(a, x) for x in tied)]
+    return rows
+
+
+def best_rows(untied, tied):
+    """The best cells as the confirmation's rows: a rate at x1 is the default, left unwritten."""
+    rows = []
+    if untied:
+        e, h = min(untied, key=untied.get)
+        rows.append('untied' + (f'_e{e:g}' if e != 1 else '') + (f'_h{h:g}' if h != 1 else ''))
+    if tied:
+        e = min(tied, key=tied.get)
+        rows.append('tied' + (f'_e{e:g}' if e != 1 else ''))
+    return rows
+
+
+def main(argv):
+    command = argv[0] if argv else ''
+    if command == 'sizes':
+        print(' '.join({'': SIZES, 'adamw': OPTIMIZERS['adamw'], 'deep': DEEP}[argv[1] if argv[1:] else '']))
+    elif command == 'flags':
+        print(' '.join(half_flags() if argv[1] == 'half' else TIME_FLAGS))
+    elif command == 'grid':
+        print(','.join(grid_rows(argv[1], tied_only=argv[2:] == ['tied'])))
+    elif command == 'widen':
+        rows, untied, tied = sweep_cells(argv[1])
+        print(','.join(rows + missing_neighbours(untied, tied)))
+    elif command == 'best':
+        _, untied, tied = sweep_cells(argv[1])
+        missing = missing_neighbours(untied, tied)
+        if missing:
+            raise SystemExit(f"{argv[1]}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
+                             f"run its sweep stage again, which widens the grid")
+        print(','.join(best_rows(untied, tied)))
+    elif command in ('', '--timed'):
+        print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
+              *depth_table(), '', '### Grid time per stage', '', *time_table(timed=command == '--timed'), sep='\n')
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
