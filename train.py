@@ -293,7 +293,9 @@ def train(cfg, progress=None):
             check_resume_compatible(ckpt, cfg, DEFAULTS, files.ckpt_path)
             check_same_vocabulary(ckpt['meta'], meta, files.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
             check_same_optimizer(ckpt.get('config', {}), cfg, files.ckpt_path)
-            resume_rates(ckpt.get('config', {}), cfg, DEFAULTS, files.ckpt_path)
+            for line in resume_rates(ckpt.get('config', {}), cfg, DEFAULTS, files.ckpt_path):
+                if proc.master:
+                    print(line)
         pretrained = None
         if cfg['init_from'] not in ('scratch', 'resume'):  # GPT-2's weights; cfg's model keys become its shape
             pretrained = start_from_pretrained(cfg, DEFAULTS, meta)

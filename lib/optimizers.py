@@ -39,11 +39,14 @@ MUON_QKV = ('split', 'fused')
 ENDS_DECAY = ('coupled', 'per_step', 'none')
 # What a run made before these keys existed was trained with (its checkpoint and result.json lack them).
 LEGACY_OPTIMIZER_KEYS = dict(optimizer='adamw', embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
-# A resume goes on with the rates and schedule it stopped with: keys left at their default take the
-# checkpoint's value; a different value given on the command line is a one-line error naming it.
-RESUMED_KEYS = ('learning_rate', 'min_lr', 'warmup_iters', 'lr_decay_iters', 'decay_lr', 'weight_decay', 'beta1',
-                'beta2', 'grad_clip', 'untie_at', 'embed_lr', 'head_lr', 'muon_lr', 'muon_momentum', 'muon_qkv',
-                'ends_decay')
+# A resume goes on with the rates and schedule it stopped with: each of these keys left out takes the checkpoint's
+# value; one given with another value is taken from there on, and said (a lower rate after a spike is a resume's job).
+RESUMED_KEYS = ('learning_rate', 'min_lr', 'warmup_iters', 'lr_decay_iters', 'decay_lr', 'grad_clip', 'untie_at',
+                'embed_lr', 'head_lr', 'muon_lr')
+# These live in the optimizers' state, which a resume loads over whatever the command line says (torch's
+# load_state_dict restores each group's weight_decay, betas and momentum): a different value would be ignored
+# without a word, so it is refused in one line. muon_qkv is how the state was built.
+KEPT_BY_THE_STATE = ('weight_decay', 'beta1', 'beta2', 'muon_momentum', 'muon_qkv', 'ends_decay')
 
 
 def check_optimizer_args(cfg):
@@ -83,18 +86,23 @@ def check_same_optimizer(saved_cfg, cfg, path):
 
 
 def resume_rates(saved_cfg, cfg, defaults, path):
-    """A resume goes on with the rates, the schedule and the untie it was started with (RESUMED_KEYS): a key left
-    at its default takes the checkpoint's value, so `--init_from=resume` alone never changes a rate; a key given
-    another value is refused in one line. (Before this, an untied run's head fell back from embed_lr to
-    learning_rate on a plain resume.)"""
-    for key in RESUMED_KEYS:
+    """A resume goes on with the rates, the schedule, the decay and the untie it was started with: a key left at
+    its default takes the checkpoint's value, so `--init_from=resume` alone changes nothing (before, an untied
+    run's head fell back from embed_lr to learning_rate). A RESUMED_KEYS key given another value is taken and
+    said; a KEPT_BY_THE_STATE key given another value is a one-line error. Returns the lines to say."""
+    changed = []
+    for key in RESUMED_KEYS + KEPT_BY_THE_STATE:
         if key not in saved_cfg and key not in LEGACY_OPTIMIZER_KEYS:
-            continue  # a checkpoint older than the key, which has no value to go on with: the default's
+            continue  # a checkpoint older than the key: it has no value to go on with, the default is it
         saved = saved_cfg.get(key, LEGACY_OPTIMIZER_KEYS.get(key))
-        if cfg[key] != defaults[key] and cfg[key] != saved:
-            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; a "
-                            f"resume goes on with the rates it stopped with: drop the option or start a new --out_dir")
-        cfg[key] = saved
+        if cfg[key] == defaults[key] or cfg[key] == saved:
+            cfg[key] = saved
+        elif key in KEPT_BY_THE_STATE:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}, "
+                            f"which its optimizer state keeps; drop the option or start a new --out_dir")
+        else:
+            changed.append(f"resume: --{key}={cfg[key]} from here on (the checkpoint was made with {key}={saved})")
+    return changed
 
 
 # ---------------------------------------------------------------- Muon on a CPU
