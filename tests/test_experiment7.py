@@ -1,0 +1,157 @@
+"""Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span what the issue asks (claim 18),
+no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's grid
+holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
+what docs/experiment7_tables.py computes. Nothing here needs data/ or ../shared: the corpus's sizes are checked
+against data/ only where it has been prepared."""
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ablate
+import train
+from lib import command_line
+from lib.ablation_figure import rate_cells
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def tables():
+    path = os.path.join(ROOT, 'docs', 'experiment7_tables.py')
+    spec = importlib.util.spec_from_file_location('experiment7_tables', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def ladder(tables):
+    return [(size, tables.resolve(size)) for size in tables.SIZES]
+
+
+def test_every_size_is_the_recipe_with_its_own_shape(tables, ladder):
+    recipe = tables.resolve('recipe_ladder.py')
+    for size, cfg in ladder:
+        assert cfg['n_embd'] // cfg['n_head'] == 32 and cfg['n_embd'] % cfg['n_head'] == 0, size  # heads 32 wide
+        differs = sorted(key for key in cfg if cfg[key] != recipe[key])
+        assert set(differs) <= {'n_embd', 'n_layer', 'n_head', 'out_dir'}, (size, differs)
+    widths = [cfg['n_embd'] for _, cfg in ladder]
+    assert widths == sorted(set(widths)), "one width a size, smallest first"
+    # what experiment 6's controls settle is inherited, not pinned: q, k, v as the default treats them
+    assert recipe['muon_qkv'] == train.DEFAULTS['muon_qkv']
+    assert 'ends_decay' in command_line._read_config_file(os.path.join(ROOT, 'config', 'recipe_ladder.py'))
+
+
+def test_the_ladder_spans_what_the_issue_asks(tables, ladder):
+    shape = [tables.counts(cfg) for _, cfg in ladder]
+    assert shape[-1]['non_embedding'] >= 30 * shape[0]['non_embedding']
+    assert shape[0]['share'] > 0.8                 # the token table most of a tied model at the bottom ...
+    assert shape[-1]['share'] <= 0.35              # ... and about a third of it or less at the top
+    shares = [s['share'] for s in shape]
+    assert shares == sorted(shares, reverse=True)
+    for s in shape:  # the counts are the model's own: the untied head adds one more table
+        assert s['untied'] - s['tied'] == s['table']
+
+
+def test_no_run_sees_a_token_twice(tables):
+    for stage, name, flags, _ in tables.plan():
+        cfg = tables.resolve(name, *flags)
+        tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+        assert tokens <= tables.CORPUS['train_tokens'], (stage, name, tokens)
+
+
+def test_the_corpus_sizes_are_the_prepared_ones(tables):
+    cfg = tables.resolve('recipe_ladder.py')
+    path = os.path.join(ROOT, cfg['data_dir'], cfg['dataset'], 'meta.json')
+    if not os.path.exists(path):
+        pytest.skip(f"{cfg['dataset']} is not prepared here (config/recipe_ladder.py's header says how)")
+    with open(path, encoding='utf-8') as f:
+        meta = json.load(f)
+    assert {key: meta[key] for key in tables.CORPUS} == tables.CORPUS
+
+
+def test_claim_19s_tied_models_match_the_untied_counts(tables):
+    for size in tables.DEEP:
+        base, deep = tables.resolve(size), tables.resolve(f'{size}_deep')
+        assert deep['modes'] == 'tied'
+        assert {k: deep[k] for k in ('n_embd', 'n_head')} == {k: base[k] for k in ('n_embd', 'n_head')}
+        untied = tables.build(base, 'untied').num_params()
+        tied = tables.build(deep, 'tied').num_params()
+        assert abs(tied / untied - 1) <= 0.02, (size, tied, untied)
+        assert tied <= untied < tables.build(dict(deep, n_layer=deep['n_layer'] + 1), 'tied').num_params(), size
+        assert deep['n_layer'] == tables.depth_match(base)[0]
+
+
+def test_each_grid_holds_experiment_6s_optimum_inside(tables):
+    for optimizer in tables.GRIDS:
+        with open(os.path.join(ROOT, 'docs', 'results', f'experiment6-rates-{optimizer}', 'summary.json'),
+                  encoding='utf-8') as f:
+            untied6, tied6 = rate_cells(json.load(f))
+        best_untied, best_tied = min(untied6, key=untied6.get), min(tied6, key=tied6.get)
+        rows = tables.grid_rows(optimizer)
+        grid = dict(modes={row: dict(val_loss_all=dict(mean=1.0)) for row in rows})
+        untied, tied = rate_cells(grid)
+        # the cell nearest experiment 6's best has a trained neighbour on every side
+        nearest = min(untied, key=lambda cell: sum(abs(a / b - 1) for a, b in zip(cell, best_untied)))
+        untied[nearest] = 0.0
+        tied[min(tied, key=lambda rate: abs(rate / best_tied - 1))] = 0.0
+        assert tables.missing_neighbours(untied, tied) == [], optimizer
+
+
+def write_sweep(tmp_path, losses):
+    (tmp_path / 'summary.json').write_text(json.dumps(dict(
+        modes={row: dict(val_loss_all=dict(mean=loss)) for row, loss in losses.items()})))
+    return str(tmp_path)
+
+
+def run_tables(tables, *argv):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        tables.main(list(argv))
+    return printed.getvalue().strip()
+
+
+def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tables, tmp_path):
+    rows = tables.grid_rows('muon')
+    # untied best at the grid's largest table rate, tied best at its lowest rate
+    losses = {row: 5.0 for row in rows}
+    losses.update({'untied_e30_h3': 4.0, 'tied_e1': 4.5})
+    out_dir = write_sweep(tmp_path, losses)
+    widened = run_tables(tables, 'widen', out_dir).split(',')
+    assert widened[:len(rows)] == rows
+    assert sorted(widened[len(rows):]) == ['tied_e0.3', 'untied_e100_h1', 'untied_e100_h10', 'untied_e100_h3']
+    with pytest.raises(SystemExit, match="edge"):
+        run_tables(tables, 'best', out_dir)
+    # once those are trained and worse, the bests are inside and become the confirmation's rows
+    losses.update({row: 6.0 for row in widened[len(rows):]})
+    out_dir = write_sweep(tmp_path, losses)
+    assert run_tables(tables, 'widen', out_dir).split(',') == list(losses)
+    assert run_tables(tables, 'best', out_dir) == 'untied_e30_h3,tied'  # tied at x1 is the default row
+
+
+def test_the_doc_quotes_the_scripts_tables(tables):
+    printed = run_tables(tables)
+    rows = [line for line in printed.splitlines() if line.startswith('| ') and '---' not in line]
+    assert len(rows) >= len(tables.SIZES) * 2 + 5  # the ladder, claim 19's models and the stages: not an empty run
+    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
+        doc = f.read()
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"docs/experiment7.md lacks {len(missing)} of the script's rows, e.g. {missing[0]}"
+    assert printed.splitlines()[-1] in doc  # the length that fits the budget
+
+
+def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
+    for size in (*tables.SIZES, *(f'{size}_deep' for size in tables.DEEP)):
+        ablate.parse_args([tables.config_path(size)])
+    # the script runs `python`: this interpreter's, as a user's shell would find it
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get('PATH', '')]))
+    result = subprocess.run(['bash', os.path.join(ROOT, 'config', 'experiment7.sh'), 'train'],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and 'usage: bash config/experiment7.sh time|sweep|confirm|depth' in result.stderr
