@@ -29,8 +29,8 @@ and since the next token is almost never the current one,
     initial loss ~ log( e^(d*sigma) + (n-1) * e^(d*sigma^2/2) )        (*)
 
 which is ~ d*sigma instead of log n when w_i alone reaches the final norm: 15.4 against 10.8 for GPT-2
-small with sqrt(d) input scaling (emb_scale). Without it, the position embedding (same std) dilutes x to
-w_i + p_t and the self term to d*sigma/sqrt(2): (*) then gives 11.6 (init_loss_formula). Every tie mode except
+small with sqrt(d) input scaling (emb_scale); without it the position embedding dilutes x to w_i + p_t,
+the self term to d*sigma/sqrt(2), and (*) gives 11.6 (lib/init_loss_formula.py). Every tie mode except
 `tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
 Two 2026 pieces: `pit` (pseudo-inverse tying, its own methods pit_*) and `input_grad_scale`.
 """
@@ -50,9 +50,8 @@ class TieMode(NamedTuple):
     what: str
 
 
-# Every --tie_mode in one table. __init__ reads `shares`, lib/machine.py `square_matmuls`; each
-# mode's code sits next to its reason in init_weights (untied, small_init) or head() (the rest).
-# A new mode is a row here, its few lines there, and its test.
+# Every --tie_mode in one table (__init__ reads `shares`, lib/machine.py `square_matmuls`); each mode's code sits
+# next to its reason in init_weights (untied, small_init) or head() (the rest). A new mode: a row, its lines, a test.
 TIE_MODES = {
     'untied':      TieMode(False, 0, "a head matrix of its own: w_i . h is a cross term"),
     'tied':        TieMode(True,  0, "plain sharing: the baseline that shows (*)"),
@@ -162,19 +161,17 @@ class GPTConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
-        if self.tie_mode not in TIE_MODES:
-            raise ValueError(f"tie_mode={self.tie_mode!r} is not allowed; choose one of: {', '.join(TIE_MODES)}")
+        for key, allowed in (('tie_mode', TIE_MODES), ('gelu_approx', ('none', 'tanh'))):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key}={getattr(self, key)!r} is not allowed; choose one of: {', '.join(allowed)}")
         if self.n_embd % self.n_head != 0:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.tie_mode == 'shuffle' and self.n_embd % 2 != 0:
             raise ValueError(f"tie_mode='shuffle' swaps two halves of the width, so n_embd must be even, "
                              f"got n_embd={self.n_embd}")
         if self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups != 0:
-            raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got "
-                             f"n_embd={self.n_embd}, shuffle_groups={self.shuffle_groups}; allowed groups are "
-                             f"the divisors of {self.n_embd}")
-        if self.gelu_approx not in ('none', 'tanh'):
-            raise ValueError(f"gelu_approx={self.gelu_approx!r} is not allowed; choose one of: none, tanh")
+            raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got n_embd={self.n_embd}, "
+                             f"shuffle_groups={self.shuffle_groups}; allowed groups are the divisors of {self.n_embd}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for key in ('init_std', 'input_grad_scale'):
@@ -263,9 +260,8 @@ class GPT(nn.Module):
         # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
         # and whichever comes last wins; here it is written exactly once, after tying.
         # small_init: the self term of (*) is e^(d*std); choosing std = log(n)/d makes it e^(log n) = n,
-        # the same size as the sum over the other n-1 tokens, so the loss starts near log 2n (11.55 against
-        # log 2n = 11.52 at GPT-2 small with emb_scale). Without emb_scale the position embedding shrinks the
-        # self term by sqrt(2) as well, and the start is near log n instead (10.91 there).
+        # the same size as the sum over the other n-1 tokens: the loss starts near log 2n with emb_scale (11.55,
+        # log 2n = 11.52 at GPT-2 small); without it the position embedding dilutes the self term: near log n.
         std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
         # pit: the token memory U, orthonormal: columns where n > d (U^T U = I, rows of norm sqrt(d/n)),
         # rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws an n x d matrix.
@@ -354,17 +350,15 @@ class GPT(nn.Module):
         return self.head_matmul(h)
 
     def head_matmul(self, h):
-        # GPU kernels are faster at a multiple of 64 rows (GPT-2's 50,257 -> 50,304: 8 % on an H100): W gets zero rows
-        # for this product alone, and the extra logits are sliced off (so forward reshapes) rather than masked to -inf,
-        # which every consumer would see: losses, probes, samples, weights, checkpoints and pit's U see only the n real.
+        # GPU kernels are faster at a multiple of 64 rows (GPT-2's 50,257 -> 50,304: 8 % on an H100): W gets zero rows for
+        # this product alone and the extra logits are cut off, so every loss, probe, sample and weight sees the n real.
         W = self.lm_head.weight
         padding = -W.size(0) % self.config.pad_vocab_to
         return F.linear(h, F.pad(W, (0, 0, 0, padding)))[..., :W.size(0)] if padding else self.lm_head(h)
 
     def forward(self, idx, targets=None, last_only=False):
-        """idx (B, T) int64 -> logits (B, T, vocab_size) and the mean cross-entropy if targets (B, T) are
-        given. last_only=True computes logits for the last position only (for generation), and the loss,
-        if asked for, is then that position's: against targets[:, -1]."""
+        """idx (B, T) int64 -> logits (B, T, vocab_size) and the mean cross-entropy if targets (B, T) are given.
+        last_only=True: the last position's logits only (for generation), and its loss, against targets[:, -1]."""
         B, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
@@ -396,11 +390,11 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-        """[AdamW], or [AdamW, Muon] when muon (a function that makes a Muon of its groups and of the maps each
-        stacked matrix holds, lib/optimizers.py) is given. Decay on matrices only, not on biases and norm gains. The groups are named
-        for their roles so that each end of the model can have its own rate: 'embed' (the token table, which
-        is the shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices',
-        'gains'. pit's U and L are not decayed (the retraction would undo it on U; shrinking L makes S singular)."""
+        """[AdamW], or [AdamW, Muon] when muon (lib/optimizers.py: makes a Muon of its groups and the maps each stacked
+        matrix holds) is given. Decay on matrices only, not on biases and norm gains. The groups are named for their
+        roles so that each end can have its own rate: 'embed' (the token table, the shared matrix when tied: there
+        once), 'head' (an untied head; empty while tied), 'matrices', 'gains'. pit's U and L are not decayed (the
+        retraction would undo it on U; shrinking L makes S singular)."""
         table, head = self.token_embedding_table.weight, self.lm_head.weight
         # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
         # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
@@ -418,9 +412,8 @@ class GPT(nn.Module):
             # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
             fused = device_type in ('cpu', 'cuda', 'mps')
         adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
-        # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but it is three maps; orthogonalised as one
-        # matrix, the three would share one set of singular directions. So Muon is told it holds 3, and (with
-        # --muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
+        # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
+        # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
         maps = {block.attn.c_attn.weight: 3 for block in self.blocks}
         return [adamw, muon([dict(params=hidden, role='muon')], maps)] if muon else [adamw]
 
@@ -430,7 +423,6 @@ class GPT(nn.Module):
         temperature=0 picks the most likely token; top_k None or 0 keeps every token (as sample.py's 0)."""
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
             raise ValueError(f"top_k must be a positive integer, or 0 or None to keep every token, got {top_k!r}")
-        top_k = top_k or None
         B, T = idx.size()
         # The whole output at once: a length that cannot fit fails here, not hours into the loop.
         out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)
@@ -445,7 +437,7 @@ class GPT(nn.Module):
                 # Shifted so the largest logit is 0 before dividing: a tiny temperature then gives -inf
                 # (probability 0) for the rest instead of inf - inf = nan in the softmax.
                 logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
-                if top_k is not None:
+                if top_k:  # None or 0: every token
                     v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                     logits[logits < v[:, [-1]]] = -float('inf')
                 idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
