@@ -302,7 +302,9 @@ def run_bench(cfg):
         achieved = flops * tokens_per_sec
         # A measured CPU peak is a floor of the true one: a step that beats it means the peak matmul
         # was slowed by the machine's noise, and a ratio above 100 % would be nonsense.
-        mfu = f"{100 * achieved / peak:.1f}%" if peak and achieved <= peak else 'n/a'
+        pct = 100 * achieved / peak if peak else None
+        # two significant digits below 0.1 %: a tiny model's MFU printed as 0.0% would read as nothing done
+        mfu = 'n/a' if pct is None or pct > 100 else f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%"
         base = base or tokens_per_sec
         print(f"{row.name:<36} {row.raw_model.num_params():>11,} {1000 * median:>11.2f} {1000 * min(row.times):>7.2f} "
               f"{1000 * max(row.times):>7.2f} {tokens_per_sec:>10,.0f} {flops / 1e9:>9.4f} {achieved / 1e12:>8.3f} "

@@ -10,7 +10,7 @@ from conftest import ENV, assert_one_line_error, run, run_in_process, tiny_train
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=4', '--vocab_size=50',
         '--bench_warmup=1', '--device=cpu']
 ROW = re.compile(r'^(?P<name>.+?)\s+(?P<params>[\d,]+)\s+(?P<median>[\d.]+)\s+(?P<min>[\d.]+)\s+(?P<max>[\d.]+)\s+'
-                 r'(?P<tokens>[\d,]+)\s+[\d.]+\s+[\d.]+\s+(?P<mfu>[\d.]+%|n/a)\s+-?\d+\s+(?P<ratio>[\d.]+)$')
+                 r'(?P<tokens>[\d,]+)\s+[\d.]+\s+[\d.]+\s+(?P<mfu>[\d.]+(?:e-\d+)?%|n/a)\s+-?\d+\s+(?P<ratio>[\d.]+)$')
 # The settings that make torch treat any AVX-512 machine as an AVX2-only one (bf16 only emulated).
 AVX2_ONLY = dict(ENV, ONEDNN_MAX_CPU_ISA='AVX2', ATEN_CPU_CAPABILITY='avx2')
 
