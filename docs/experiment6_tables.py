@@ -100,6 +100,7 @@ def main(figures=False):
             out.append('')
     print('\n'.join(out))
     confirm_tables()
+    decay_tables()
 
 
 # Stage 2's comparisons: (label, one setting, minus another), each a key of confirm_sources()'s rows
@@ -118,14 +119,63 @@ def confirm_sources():
         sources['adamw'] = dict(untied=(default, 'untied'), tied=(default, 'tied'),
                                 untied_best=(adamw, 'untied_e30_h3'), tied_best=(adamw, 'tied_e10'),
                                 tied_untie_best=(adamw, 'tied_untie_e10'))
-    if os.path.exists(os.path.join(RESULTS, 'experiment6-confirm-muon')):
-        muon = summary('experiment6-confirm-muon')
+    # Muon as experiment 6 ran it (q, k, v stacked, orthogonalised as one matrix), then with each apart (the
+    # controls stage: --muon_qkv=split, the default since)
+    for optimizer, name in (('muon', 'experiment6-confirm-muon'), ('muon, q/k/v apart', 'experiment6-confirm-muon-split')):
+        if not os.path.exists(os.path.join(RESULTS, name)):
+            continue
+        muon = summary(name)
         rows = list(muon['modes'])
         pick = lambda prefix: next(r for r in rows if r.startswith(prefix) and r != prefix)  # noqa: E731
-        sources['muon'] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, pick('untied_')),
-                               tied_best=(muon, next(r for r in rows if r.startswith('tied_e'))),
-                               tied_untie_best=(muon, pick('tied_untie')))
+        sources[optimizer] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, pick('untied_')),
+                                  tied_best=(muon, next(r for r in rows if r.startswith('tied_e'))),
+                                  tied_untie_best=(muon, pick('tied_untie')))
     return sources
+
+
+# The controls of the ends' decay: at each best row, the decay per step held at x1's (per_step) or none, against
+# torch's coupling (the best rows of stage 2). {optimizer: (its stage-2 rows, the controls' folder prefix)}
+DECAY_CONTROLS = {'adamw': ('adamw', 'experiment6-decay-adamw'),
+                  'muon, q/k/v apart': ('muon, q/k/v apart', 'experiment6-decay-muon')}
+DECAY_FORMS = ('coupled', 'per_step', 'none')
+
+
+def decay_sources():
+    """{optimizer: {form: {setting: (summary, row)}}}: 'coupled' is stage 2's best rows; the others the controls'."""
+    sources, confirmed = {}, confirm_sources()
+    for optimizer, (stage2, prefix) in DECAY_CONTROLS.items():
+        if stage2 not in confirmed:
+            continue
+        rows = confirmed[stage2]
+        forms = {'coupled': rows}
+        for form in DECAY_FORMS[1:]:
+            if os.path.exists(os.path.join(RESULTS, f'{prefix}-{form}')):
+                control = summary(f'{prefix}-{form}')
+                forms[form] = dict(rows, untied_best=(control, rows['untied_best'][1]),
+                                   tied_best=(control, rows['tied_best'][1]))
+        if len(forms) > 1:
+            sources[optimizer] = forms
+    return sources
+
+
+# (label, one setting minus another) under each decay form: the cost at the best rates, and what each rate bought
+DECAY_COMPARISONS = [('tied − untied, each at its best rates', 'tied_best', 'untied_best'),
+                     ('tied: best rate − default', 'tied_best', 'tied'),
+                     ('untied: best rates − default', 'untied_best', 'untied')]
+
+
+def decay_tables():
+    """The controls: which carries the cost that the best rates recovered, the rate or the decay that came with it."""
+    lines = ['| optimizer | ends\' decay | tied, best rate | untied, best rates | '
+             + ' | '.join(label for label, _, _ in DECAY_COMPARISONS) + ' |', '|---|---|' + '---:|' * 5]
+    for optimizer, forms in decay_sources().items():
+        for form, rows in forms.items():
+            lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'], 'val_loss_all')} | "
+                         f"{cell(*rows['untied_best'], 'val_loss_all')} | "
+                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') for _, a, b in DECAY_COMPARISONS) + ' |')
+    if len(lines) > 2:
+        print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '',
+              sep='\n')
 
 
 def confirm_tables():
