@@ -126,10 +126,10 @@ def confirm_sources():
             continue
         muon = summary(name)
         rows = list(muon['modes'])
-        pick = lambda prefix: next(r for r in rows if r.startswith(prefix) and r != prefix)  # noqa: E731
-        sources[optimizer] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, pick('untied_')),
-                                  tied_best=(muon, next(r for r in rows if r.startswith('tied_e'))),
-                                  tied_untie_best=(muon, pick('tied_untie')))
+        pick = lambda prefix: next((r for r in rows if r.startswith(prefix) and r != prefix), None)  # noqa: E731
+        found = dict(untied='untied' if 'untied' in rows else None, tied='tied' if 'tied' in rows else None,
+                     untied_best=pick('untied_'), tied_best=pick('tied_e'), tied_untie_best=pick('tied_untie'))
+        sources[optimizer] = {setting: (muon, row) for setting, row in found.items() if row}  # what has been trained
     return sources
 
 
@@ -144,7 +144,7 @@ def decay_sources():
     """{optimizer: {form: {setting: (summary, row)}}}: 'coupled' is stage 2's best rows; the others the controls'."""
     sources, confirmed = {}, confirm_sources()
     for optimizer, (stage2, prefix) in DECAY_CONTROLS.items():
-        if stage2 not in confirmed:
+        if stage2 not in confirmed or not {'tied_best', 'untied_best'} <= set(confirmed[stage2]):
             continue
         rows = confirmed[stage2]
         forms = {'coupled': rows}
@@ -172,10 +172,20 @@ def decay_tables():
         for form, rows in forms.items():
             lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'], 'val_loss_all')} | "
                          f"{cell(*rows['untied_best'], 'val_loss_all')} | "
-                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') for _, a, b in DECAY_COMPARISONS) + ' |')
+                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') if a in rows and b in rows else '–'
+                                      for _, a, b in DECAY_COMPARISONS) + ' |')
     if len(lines) > 2:
         print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '',
               sep='\n')
+    # the decay's own share: the same rate, with the ends' decay per step held at x1's (or none), minus coupled
+    lines = ['| optimizer | ends\' decay | tied: this − coupled | untied: this − coupled |', '|---|---|---:|---:|']
+    for optimizer, forms in decay_sources().items():
+        for form, rows in forms.items():
+            if form != 'coupled':
+                lines.append(f"| {optimizer} | {form} | " + ' | '.join(
+                    diff(rows[key], forms['coupled'][key], 'val_loss_all') for key in ('tied_best', 'untied_best')) + ' |')
+    if len(lines) > 2:
+        print('### What the decay that came with the rate bought (whole split, end)', '', *lines, '', sep='\n')
 
 
 def confirm_tables():
@@ -190,6 +200,8 @@ def confirm_tables():
     lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
     for label, a, b in COMPARISONS:
         for optimizer, rows in sources.items():
+            if a not in rows or b not in rows:
+                continue
             lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b], 'val_loss_all')} | "
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
@@ -201,6 +213,8 @@ def confirm_tables():
     for optimizer, rows in lensed.items():
         for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),
                                               ('each at its best rates', ('tied_best', 'untied_best'))):
+            if tied_key not in rows or untied_key not in rows:
+                continue
             (source, tied), (untied_source, untied) = rows[tied_key], rows[untied_key]
             if source['modes'][tied].get('lens_gap_0', {}).get('mean') is None:
                 continue

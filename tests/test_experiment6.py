@@ -30,7 +30,7 @@ def as_prose(interval):
 def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
     tables = tables_module()
     sources = tables.confirm_sources()
-    assert sorted(sources) == ['adamw', 'muon']
+    assert {'adamw', 'muon'} <= set(sources)  # and Muon with q, k, v apart, where its summary is committed
     # rows 14, 15 and 16: tied against untied at the default rates and each at its best, untied at 2/3 against tied
     quoted = [(label, a, b) for label, a, b in tables.COMPARISONS if b in ('untied', 'untied_best') and a.startswith('tied')
               or a == 'tied_untie_best']
@@ -38,6 +38,8 @@ def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
     readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))  # as read
     for label, a, b in quoted:
         for optimizer, rows in sources.items():
+            if a not in rows or b not in rows:
+                continue  # a setting not trained there
             interval = as_prose(tables.diff(rows[a], rows[b], 'val_loss_all'))
             assert interval in readme, f"README does not quote {label} under {optimizer}: {interval}"
             assert interval in doc, f"docs/experiment6.md does not quote {label} under {optimizer}: {interval}"
