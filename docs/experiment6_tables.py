@@ -100,6 +100,7 @@ def main(figures=False):
             out.append('')
     print('\n'.join(out))
     confirm_tables()
+    split_table()
     decay_tables()
 
 
@@ -131,6 +132,19 @@ def confirm_sources():
                      untied_best=pick('untied_'), tied_best=pick('tied_e'), tied_untie_best=pick('tied_untie'))
         sources[optimizer] = {setting: (muon, row) for setting, row in found.items() if row}  # what has been trained
     return sources
+
+
+def split_table():
+    """Muon with q, k, v orthogonalised apart minus as one stacked matrix, row by row (the same seeds and data)."""
+    sources = confirm_sources()
+    if 'muon, q/k/v apart' not in sources:
+        return
+    split, fused = sources['muon, q/k/v apart'], sources['muon']
+    lines = ['| setting | row | q/k/v apart | as one matrix | apart − as one |', '|---|---|---:|---:|---:|']
+    for setting, row in split.items():
+        lines.append(f"| {setting} | `{row[1]}` | {cell(*row, 'val_loss_all')} | {cell(*fused[setting], 'val_loss_all')} | "
+                     f"{diff(row, fused[setting], 'val_loss_all')} |")
+    print('### Muon: q, k, v apart against as one matrix (whole split, end)', '', *lines, '', sep='\n')
 
 
 # The controls of the ends' decay: at each best row, the decay per step held at x1's (per_step) or none, against
