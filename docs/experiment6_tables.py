@@ -180,9 +180,10 @@ DECAY_COMPARISONS = [('tied − untied, each at its best rates', 'tied_best', 'u
 
 def decay_tables():
     """The controls: which carries the cost that the best rates recovered, the rate or the decay that came with it."""
+    sources = decay_sources()  # read once: both tables below come from it
     lines = ['| optimizer | ends\' decay | tied, best rate | untied, best rates | '
              + ' | '.join(label for label, _, _ in DECAY_COMPARISONS) + ' |', '|---|---|' + '---:|' * 5]
-    for optimizer, forms in decay_sources().items():
+    for optimizer, forms in sources.items():
         for form, rows in forms.items():
             lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'], 'val_loss_all')} | "
                          f"{cell(*rows['untied_best'], 'val_loss_all')} | "
@@ -193,7 +194,7 @@ def decay_tables():
               sep='\n')
     # the decay's own share: the same rate, with the ends' decay per step held at x1's (or none), minus coupled
     lines = ['| optimizer | ends\' decay | tied: this − coupled | untied: this − coupled |', '|---|---|---:|---:|']
-    for optimizer, forms in decay_sources().items():
+    for optimizer, forms in sources.items():
         for form, rows in forms.items():
             if form != 'coupled':
                 lines.append(f"| {optimizer} | {form} | " + ' | '.join(
