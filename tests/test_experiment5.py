@@ -139,6 +139,33 @@ def test_the_grid_scores_best_pt_on_the_whole_split_and_compares_it(grid, tiny_d
     assert 'Every run was evaluated on the same fixed batches (eval_seed 11337)' in table
 
 
+def test_a_best_point_that_is_the_final_checkpoint_is_scored_once(grid, tiny_data, tmp_path, monkeypatch):
+    out_dir, _ = grid
+    run_dir = str(tmp_path / 'run')
+    shutil.copytree(os.path.join(out_dir, 'untied-seed1337'), run_dir)  # copy2: the cache keys' mtimes kept
+    cfg = dict(dataset='tiny', data_dir=tiny_data, device='cpu')
+    real = run_results.loss_by_frequency
+    final = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg)
+    best_path = os.path.join(run_dir, run_files.BEST_FILE)
+    best = torch.load(best_path, weights_only=True)
+    best['model'] = torch.load(os.path.join(run_dir, 'ckpt.pt'), weights_only=True)['model']
+    torch.save(best, best_path)  # the lowest validation loss at the last evaluation
+
+    def scored(*args):
+        raise AssertionError('best.pt was scored although its weights are the checkpoint\'s')
+    monkeypatch.setattr(run_results, 'loss_by_frequency', scored)
+    numbers = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg, best=True)
+    assert numbers == {'best_' + key: value for key, value in final.items()}
+    monkeypatch.undo()
+
+    best['model']['lm_head.weight'] = best['model']['lm_head.weight'] * 1.01  # one tensor apart: scored on its own
+    torch.save(best, best_path)
+    calls = []
+    monkeypatch.setattr(run_results, 'loss_by_frequency', lambda *a: calls.append(1) or real(*a))
+    numbers = run_results.bucket_numbers(run_dir, run_results.BucketData(cfg), cfg, best=True)
+    assert calls == [1] and numbers['best_val_loss_all'] != pytest.approx(final['val_loss_all'], abs=1e-7)
+
+
 def test_the_input_gradient_scale_turns_the_ratio_and_the_figure_shows_it(grid):
     out_dir, done = grid
     ratios = {mode: done['info']['modes'][mode]['grad_ratio_early']['per_seed'] for mode in ('tied', 'tied_igs4')}
