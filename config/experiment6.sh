@@ -43,13 +43,12 @@ lens)  # claim 17 at the default rates too: experiment 5's untied and tied under
     python ablate.py config/ablate_bpe_2026.py --modes=untied,tied --tuned_lens=all --out_dir=out-exp6-lens-adamw ;;
 controls)  # a rate is also a decay (DESIGN.md 2c): at each best row, the ends' decay per step held at x1's
     # (--ends_decay=per_step) or off (none), five seeds each; and Muon with each of q, k, v orthogonalised apart
-    # (--muon_qkv=split), its confirmation again, then its decay controls on that footing
+    # (--muon_qkv=split), its confirmation again with the tuned lens, then its decay controls on that footing
     for form in per_step none; do
         python ablate.py config/ablate_bpe_rates_confirm_adamw.py --modes=untied_e30_h3,tied_e10 --tuned_lens= \
             --ends_decay=$form --out_dir=out-exp6-decay-adamw-$form
     done
-    python ablate.py config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split --tuned_lens= \
-        --out_dir=out-exp6-confirm-muon-split
+    python ablate.py config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split --out_dir=out-exp6-confirm-muon-split
     for form in per_step none; do
         python ablate.py config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split --modes=untied_e10_h3,tied_e10 \
             --tuned_lens= --ends_decay=$form --out_dir=out-exp6-decay-muon-$form

@@ -221,7 +221,14 @@ def confirm_tables():
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
     lines = []
-    lensed = dict(sources)
+    for optimizer, rates, tied, untied in lens_pairs(sources):
+        lines += lens_table(optimizer, rates, tied, untied)
+    print('\n'.join(lines))
+
+
+def lens_pairs(sources):
+    """[(optimizer, rates, (summary, tied row), (summary, untied row))]: claim 17's pairs whose runs were lensed."""
+    lensed, pairs = dict(sources), []
     if os.path.exists(os.path.join(RESULTS, 'experiment6-lens-adamw')) and 'adamw' in sources:
         again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
         lensed['adamw'] = dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))
@@ -231,10 +238,9 @@ def confirm_tables():
             if tied_key not in rows or untied_key not in rows:
                 continue
             (source, tied), (untied_source, untied) = rows[tied_key], rows[untied_key]
-            if source['modes'][tied].get('lens_gap_0', {}).get('mean') is None:
-                continue
-            lines += lens_table(optimizer, rates, (source, tied), (untied_source, untied))
-    print('\n'.join(lines))
+            if source['modes'][tied].get('lens_gap_0', {}).get('mean') is not None:
+                pairs.append((optimizer, rates, (source, tied), (untied_source, untied)))
+    return pairs
 
 
 def lens_table(optimizer, rates, tied, untied):

@@ -6,7 +6,8 @@
     python docs/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
     python docs/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
     python docs/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
-    python docs/experiment7_tables.py best OUT_DIR    # a sweep's best rows; an error while a best lies on its edge
+    python docs/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
+                                                      # gone); an error while a best lies on its edge
 
 config/experiment7.sh runs all but the first two. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
@@ -18,6 +19,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, 'docs', 'results')  # the committed summaries: experiment7-STAGE-OPTIMIZER-SIZE/
 sys.path.insert(0, ROOT)
 
 # What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
@@ -275,9 +277,15 @@ def cost_shares():
             f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
 
 
-def sweep_cells(out_dir):
+def sweep_cells(out_dir, committed=False):
+    """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lib.ablation_figure import rate_cells
     path = os.path.join(out_dir, 'summary.json')
+    if not os.path.exists(path) and committed:
+        # a machine without the sweep's runs (out-*/ is not committed) takes the rows from the summary that is
+        name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
+        kept = os.path.join(RESULTS, name, 'summary.json')
+        path = kept if os.path.exists(kept) else path
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
     with open(path, encoding='utf-8') as f:
@@ -327,7 +335,7 @@ def main(argv):
         rows, untied, tied = sweep_cells(argv[1])
         print(','.join(rows + missing_neighbours(untied, tied)))
     elif command == 'best':
-        _, untied, tied = sweep_cells(argv[1])
+        _, untied, tied = sweep_cells(argv[1], committed=True)
         missing = missing_neighbours(untied, tied)
         if missing:
             raise SystemExit(f"{argv[1]}: a best lies on its grid's edge ({', '.join(missing)} not trained); "

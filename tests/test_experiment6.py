@@ -45,6 +45,20 @@ def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
             assert interval in doc, f"docs/experiment6.md does not quote {label} under {optimizer}: {interval}"
 
 
+def test_readme_row_17_quotes_the_lens_gap_after_block_1_and_no_layer_differs_where_it_says_so():
+    tables = tables_module()
+    pairs = tables.lens_pairs(tables.confirm_sources())
+    assert len(pairs) == 6  # default and best rates under AdamW, Muon, and Muon with q, k, v apart
+    readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))
+    for optimizer, rates, tied, untied in pairs:
+        gaps = [tables.diff(tied, untied, f'lens_gap_{layer}') for layer in range(tied[0]['config']['n_layer'])]
+        if optimizer == 'adamw' and rates != 'default rates':  # "no layer differs under AdamW"
+            assert not any(gap.startswith('**') for gap in gaps), gaps
+            continue
+        for text, name in ((readme, 'README'), (doc, 'docs/experiment6.md')):
+            assert as_prose(gaps[1]) in text, f"{name} does not quote block 1's gap under {optimizer}, {rates}"
+
+
 def test_every_table_row_of_the_doc_is_the_scripts_output():
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

@@ -136,6 +136,22 @@ def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tabl
     assert run_tables(tables, 'best', out_dir) == 'untied_e30_h3,tied'  # tied at x1 is the default row
 
 
+def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
+                                                                                         monkeypatch):
+    losses = {row: 5.0 for row in tables.grid_rows('muon')}
+    losses.update({'untied_e10_h3': 4.0, 'tied_e3': 4.5})
+    committed = tmp_path / 'results' / 'experiment7-sweep-muon-w64'
+    committed.mkdir(parents=True)
+    write_sweep(committed, losses)
+    monkeypatch.setattr(tables, 'RESULTS', str(tmp_path / 'results'))
+    gone = str(tmp_path / 'out-exp7-sweep-muon-w64')
+    assert run_tables(tables, 'best', gone) == 'untied_e10_h3,tied_e3'
+    with pytest.raises(SystemExit, match='missing'):  # widening needs the runs themselves
+        run_tables(tables, 'widen', gone)
+    with pytest.raises(SystemExit, match='missing'):  # another sweep has nothing committed
+        run_tables(tables, 'best', str(tmp_path / 'out-exp7-sweep-muon-w96'))
+
+
 def test_the_doc_quotes_the_scripts_tables(tables):
     printed = run_tables(tables)
     rows = [line for line in printed.splitlines() if line.startswith('| ') and '---' not in line]
