@@ -2,6 +2,7 @@
 
     python docs/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
     python docs/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
+                                                      # (Zen 4): their own speed, and their commands' wall clock
     python docs/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
     python docs/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
     python docs/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
@@ -148,12 +149,29 @@ def reference_rate():
     return run_flops(cfg, shape, REFERENCE['val_tokens'], scorings=2) / REFERENCE['seconds']
 
 
+# What each command of the time stage took on a Zen 4 (`cpu family 25`, avx512_bf16), from its closing line
+# ("2 runs trained, ... in N s"): start-up, evaluations and the float32 scoring of the whole split included,
+# which the runs' own tokens a second leave out. Their summaries are committed (docs/results/experiment7-time-*).
+TIME_STAGE_WALL = dict(w64=69, w96=78, w128=98, w160=167)
+
+
+def wall_rates():
+    """{size: FLOPs a second of grid} from TIME_STAGE_WALL: the time stage's two runs' arithmetic over its wall."""
+    rates = {}
+    for size, seconds in TIME_STAGE_WALL.items():
+        cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
+        rates[size] = 2 * run_flops(cfg, counts(cfg)) / seconds
+    return rates
+
+
 def timed_rates():
-    """{size: FLOPs a second of grid} from the time stage's runs (out-exp7-time-SIZE/summary.json): each run's
-    training tokens a second, two side by side; None where a size was not timed."""
+    """{size: FLOPs a second of grid} from the time stage's runs (out-exp7-time-SIZE/summary.json, else its copy
+    in docs/results/): each run's training tokens a second, two side by side; None where a size was not timed."""
     rates = {}
     for size in SIZES:
         path = os.path.join(ROOT, f'out-exp7-time-{size}', 'summary.json')
+        if not os.path.exists(path):
+            path = os.path.join(RESULTS, f'experiment7-time-{size}', 'summary.json')
         if not os.path.exists(path):
             rates[size] = None
             continue
@@ -241,7 +259,7 @@ def time_table(timed=False):
         missing = [size for size, rate in rates.items() if rate is None]
         if missing:
             raise SystemExit(f"no timing runs for {', '.join(missing)}: run `bash config/experiment7.sh time` first")
-        columns, rate_list = ['measured'], [rates]
+        columns, rate_list = ["the runs' tokens a second", "the commands' wall clock"], [rates, wall_rates()]
     else:
         base = reference_rate()
         columns = [f'{s:g}× slower (Zen 3)' if s > 1 else "experiment 6's speed (Zen 5)" for s in SLOWER]
