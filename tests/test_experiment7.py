@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -177,3 +178,58 @@ def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
     result = subprocess.run(['bash', os.path.join(ROOT, 'config', 'experiment7.sh'), 'train'],
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 2 and 'usage: bash config/experiment7.sh time|sweep|confirm|depth' in result.stderr
+
+
+@pytest.fixture
+def results(monkeypatch, tmp_path):
+    path = os.path.join(ROOT, 'docs', 'experiment7_results.py')
+    spec = importlib.util.spec_from_file_location('experiment7_results', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, 'RESULTS', str(tmp_path))
+    return module
+
+
+def commit_summary(root, name, per_seed):
+    folder = root / name
+    folder.mkdir()
+    (folder / 'summary.json').write_text(json.dumps(dict(modes={
+        row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in per_seed.items()})))
+
+
+def test_the_results_read_the_committed_stages_and_carry_the_trend_to_gpt2_small(results, tables, tmp_path):
+    """Summaries made up so that tying costs exactly 0.01 + 0.02 log10(tied parameters) at each one's best rates
+    under Muon: the fit must find that line and the table each size's best rows from its sweep."""
+    noise = [0.0, 0.013, -0.007, 0.021, -0.017]
+    for size in tables.SIZES[:3]:  # the largest size not run yet: left out, not an error
+        sweep = {row: [5.0] for row in tables.grid_rows('muon')}
+        sweep.update(untied_e10_h3=[4.0], tied_e3=[4.1])
+        commit_summary(tmp_path, f'experiment7-sweep-muon-{size}', sweep)
+        cost = 0.01 + 0.02 * math.log10(tables.counts(tables.resolve(size))['tied'])
+        commit_summary(tmp_path, f'experiment7-confirm-muon-{size}', dict(
+            untied=[4.5 + e for e in noise], tied=[4.6 + e for e in noise],
+            untied_e10_h3=[4.3 + e for e in noise], tied_e3=[4.3 + cost + e for e in noise]))
+    table = results.cost_table()
+    assert len(table) == 2 + 3 and all('muon' in row for row in table[2:])
+    assert all('(×10, ×3)' in row and '(×3)' in row and '| **+0.100 [+0.078, +0.122]** |' in row for row in table[2:])
+    assert len(results.sweep_table()) == 2 + 3 and results.depth_results()[2:] == []
+    slope, intercept, predict = results.fit([(c['tied'], cost['best'][0]) for *_, c, cost, _ in results.costs()])
+    assert (slope, intercept) == (pytest.approx(0.02), pytest.approx(0.01))
+    target = results.gpt2_small()['tied']
+    assert 124e6 < target < 125e6
+    (row,) = [line for line in results.prediction() if '| muon | each at its best |' in line]
+    assert f"{0.01 + 0.02 * math.log10(target):+.3f}" in row and '| 3 |' in row
+
+
+def test_the_doc_quotes_every_result_table_that_has_rows():
+    """Each committed stage's table, as docs/experiment7_results.py prints it, is in docs/experiment7.md."""
+    printed = subprocess.run([sys.executable, os.path.join('docs', 'experiment7_results.py')], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
+        doc = f.read()
+    committed = [name for name in os.listdir(os.path.join(ROOT, 'docs', 'results'))
+                 if name.startswith(('experiment7-sweep', 'experiment7-confirm'))]
+    rows = [line for line in printed.splitlines() if line.startswith('| `')]
+    assert len(rows) >= len(committed) // 2  # a sweep a row; a confirmation a row, once its sweep is committed too
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"docs/experiment7.md lacks {len(missing)} result row(s), e.g. {missing[0]}"

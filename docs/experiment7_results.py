@@ -1,0 +1,229 @@
+"""Experiment 7's results (docs/experiment7.md), computed from the summaries committed under docs/results/
+(experiment7-STAGE-OPTIMIZER-SIZE, each a copy of the out-exp7-... folder's summary.json and summary.md):
+
+    python docs/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
+    python docs/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size
+
+A stage whose summaries are not committed yet is left out of its table, which says what it lacks. The ladder,
+the plan and the parameter counts are docs/experiment7_tables.py's; every loss is the whole validation split at
+the end of training, every difference one setting's seeds minus another's with a 95 % interval by Welch's t
+(bold where it excludes zero), as in experiments 5 and 6.
+"""
+
+import json
+import math
+import os
+import sys
+
+DOCS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(DOCS))
+sys.path.insert(0, DOCS)
+
+import experiment7_tables as plan  # noqa: E402
+from lib.ablation_report import fmt_interval, mean_std, t_975, welch_interval  # noqa: E402
+
+RESULTS = os.path.join(DOCS, 'results')
+KEY = 'val_loss_all'
+FIGURE = os.path.join(DOCS, 'experiment7_cost.png')
+# GPT-2 small as released: 124 M parameters tied, its 50,257 x 768 table 31 % of them. The prediction is for
+# its shape, trained as this ladder is (the recipe's batch is not GPT-2's, and nor is the corpus).
+GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024, vocab_size=50_257)
+
+
+def summary(name):
+    """A committed summary, or None where that stage has not been run (or not committed) yet."""
+    path = os.path.join(RESULTS, name, 'summary.json')
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)
+
+
+def seeds(source, row):
+    return [v for v in source['modes'][row][KEY]['per_seed'] if v is not None]
+
+
+def cell(source, row):
+    mean, std = mean_std(seeds(source, row))
+    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
+
+
+def best_of(sweep):
+    """A sweep summary's best rows, (untied's, tied's) as the confirmation names them; None for a side it lacks."""
+    from lib.ablation_figure import rate_cells
+    untied, tied = rate_cells(sweep)
+    rows = plan.best_rows(untied, tied)
+    return (rows[0] if untied else None), (rows[-1] if tied else None)
+
+
+def rate(row):
+    """'untied_e10_h3' -> '×10, ×3'; 'tied_e3' -> '×3'; the default rows -> '×1'."""
+    from lib.ablation_grid import parse_row
+    parsed = parse_row(row)
+    rates = [parsed.embed_mult or 1.0] + ([parsed.head_mult or 1.0] if parsed.tie_mode == 'untied' else [])
+    return ', '.join(f'×{r:g}' for r in rates)
+
+
+def sweep_table():
+    """Stage 1: each sweep's best rates (one seed, half length), as multiples of learning_rate."""
+    lines = ['| size | width | optimizer | tied: best rate | its loss | untied: best table, head rates | its loss |',
+             '|---|---:|---|---:|---:|---:|---:|']
+    for optimizer, sizes in plan.OPTIMIZERS.items():
+        for size in sizes:
+            sweep = summary(f'experiment7-sweep-{optimizer}-{size}')
+            if sweep is None:
+                continue
+            untied, tied = best_of(sweep)
+            lines.append(f"| `{size}` | {plan.resolve(size)['n_embd']} | {optimizer} | {rate(tied)} | "
+                         f"{cell(sweep, tied)} | {rate(untied)} | {cell(sweep, untied)} |")
+    return lines
+
+
+def costs():
+    """[(optimizer, size, counts, {'default': (diff, low, high), 'best': ...}, best rows)] for every confirmation
+    committed: tied - untied at the default rates, and each at the best rates of its sweep."""
+    found = []
+    for optimizer, sizes in plan.OPTIMIZERS.items():
+        for size in sizes:
+            confirm, sweep = (summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in ('confirm', 'sweep'))
+            if confirm is None or sweep is None:
+                continue
+            untied_best, tied_best = best_of(sweep)
+            cost = dict(default=welch_interval(seeds(confirm, 'tied'), seeds(confirm, 'untied')),
+                        best=welch_interval(seeds(confirm, tied_best), seeds(confirm, untied_best)))
+            found.append((optimizer, size, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
+    return found
+
+
+def cost_table():
+    """Stage 2 (claim 18): tying's cost at each size, five seeds, full length."""
+    lines = ['| size | parameters, tied / untied | table share, tied | optimizer | untied, default | tied, default | '
+             'tied − untied, default rates | untied, its best | tied, its best | tied − untied, each at its best |',
+             '|---|---:|---:|---|---:|---:|---:|---:|---:|---:|']
+    for optimizer, size, c, cost, (untied_best, tied_best) in costs():
+        confirm = summary(f'experiment7-confirm-{optimizer}-{size}')
+        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | {optimizer} | "
+                     f"{cell(confirm, 'untied')} | {cell(confirm, 'tied')} | {fmt_interval(*cost['default'])} | "
+                     f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
+                     f"{fmt_interval(*cost['best'])} |")
+    return lines
+
+
+def depth_results():
+    """Stage 3 (claim 19): the deeper tied model at its own best rate against the untied one at its best, seed for
+    seed, and against the tied one of the base depth; compute per token beside them."""
+    lines = ['| size | tied, deeper: layers, parameters | untied: layers, parameters | FLOPs per token, deeper tied / '
+             'untied | deeper tied, its best | deeper tied − untied, each at its best | deeper tied − tied, each at its '
+             'best |', '|---|---:|---:|---:|---:|---:|---:|']
+    for size in plan.DEEP:
+        deep, deep_sweep, confirm, sweep = (summary(name) for name in (
+            f'experiment7-confirm-muon-{size}_deep', f'experiment7-sweep-muon-{size}_deep',
+            f'experiment7-confirm-muon-{size}', f'experiment7-sweep-muon-{size}'))
+        if None in (deep, deep_sweep, confirm, sweep):
+            continue
+        (_, row), (untied_best, tied_best) = best_of(deep_sweep), best_of(sweep)
+        base_cfg, deep_cfg = plan.resolve(size), plan.resolve(f'{size}_deep')
+        base, more = plan.counts(base_cfg), plan.counts(deep_cfg)
+        lines.append(f"| `{size}` | {deep_cfg['n_layer']}, {more['tied'] / 1e6:.2f} M | {base_cfg['n_layer']}, "
+                     f"{base['untied'] / 1e6:.2f} M | {more['flops'] / base['flops']:.2f} | {cell(deep, row)} "
+                     f"({rate(row)}) | {fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, untied_best)))} | "
+                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))} |")
+    return lines
+
+
+def fit(points):
+    """Least squares of cost on log10(parameters): (slope, intercept, predict), where predict(n) gives the line
+    at n parameters and its 95 % prediction interval for a new size (t with len(points) - 2 degrees of freedom);
+    None with fewer than three points."""
+    if len(points) < 3:
+        return None
+    xs, ys = [math.log10(n) for n, _ in points], [y for _, y in points]
+    k = len(xs)
+    mx, my = sum(xs) / k, sum(ys) / k
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    intercept = my - slope * mx
+    s = math.sqrt(sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys)) / (k - 2))
+
+    def predict(n):
+        x = math.log10(n)
+        half = t_975(k - 2) * s * math.sqrt(1 + 1 / k + (x - mx) ** 2 / sxx)
+        y = intercept + slope * x
+        return y, y - half, y + half
+    return slope, intercept, predict
+
+
+def gpt2_small():
+    cfg = dict(plan.resolve('recipe_ladder.py'), **{k: v for k, v in GPT2_SMALL.items() if k != 'vocab_size'})
+    return plan.counts(cfg, GPT2_SMALL['vocab_size'])
+
+
+def prediction():
+    """Claim 18's trend carried to GPT-2 small: per optimizer and rates, the line through the ladder's costs."""
+    target = gpt2_small()
+    lines = [f"GPT-2 small: {target['tied'] / 1e6:.1f} M parameters tied, the table {target['share']:.0%} of them.", '',
+             '| optimizer | rates | sizes | change of cost per tenfold parameters | predicted cost at GPT-2 small |',
+             '|---|---|---:|---:|---:|']
+    found = costs()
+    for optimizer in plan.OPTIMIZERS:
+        for rates in ('default', 'best'):
+            points = [(c['tied'], cost[rates][0]) for o, _, c, cost, _ in found if o == optimizer]
+            line = fit(points)
+            if line is not None:
+                slope, _, predict = line
+                lines.append(f"| {optimizer} | {'default' if rates == 'default' else 'each at its best'} | "
+                             f"{len(points)} | {slope:+.3f} | {fmt_interval(*predict(target['tied']))} |")
+    return lines
+
+
+def plot_costs(path=FIGURE):
+    """Tying's cost (tied - untied, 95 % intervals) against the tied parameter count, at the default rates and
+    at each one's best, per optimizer, with each fitted line carried to GPT-2 small. False where nothing to draw."""
+    from lib.ablation_figure import pyplot
+    plt, found = pyplot(), costs()
+    if plt is None or not found:
+        return False
+    target = gpt2_small()['tied']
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for optimizer, colour in zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')):
+        for rates, marker in (('default', 'o'), ('best', 's')):
+            points = [(c['tied'], cost[rates]) for o, _, c, cost, _ in found if o == optimizer]
+            if not points:
+                continue
+            xs = [n for n, _ in points]
+            ys = [d for _, (d, _, _) in points]
+            err = [[d - lo for _, (d, lo, _) in points], [hi - d for _, (d, _, hi) in points]]
+            label = f"{optimizer}, {'default rates' if rates == 'default' else 'each at its best'}"
+            ax.errorbar(xs, ys, yerr=err, fmt=marker + ('-' if rates == 'best' else '--'), color=colour,
+                        mfc=colour if rates == 'best' else 'white', capsize=3, label=label)
+            line = fit([(n, d) for n, (d, _, _) in points])
+            if line is not None and rates == 'best':
+                y, lo, hi = line[2](target)
+                ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
+                            label=f'{optimizer}: the line carried to GPT-2 small')
+                ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
+    ax.axhline(0, color='grey', lw=0.8)
+    ax.set_xscale('log')
+    ax.set_xlabel('parameters, tied model')
+    ax.set_ylabel('tied − untied, validation loss (nats)')
+    ax.set_title('Experiment 7: what tying costs as the model grows (5 seeds, 95 % intervals)')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(figures=False):
+    sections = [('### Stage 1: the best rates at each size (one seed, half length)', sweep_table()),
+                ("### Stage 2: tying's cost at each size (claim 18)", cost_table()),
+                ('### Stage 3: a deeper tied model at the untied parameter count (claim 19)', depth_results()),
+                ('### The trend carried to GPT-2 small', prediction())]
+    for title, lines in sections:
+        print(title, '', *lines, '', sep='\n')
+    if figures:
+        print(f"wrote {FIGURE}" if plot_costs() else "no figure: no confirmation committed, or no matplotlib")
+
+
+if __name__ == '__main__':
+    main(figures='--figures' in sys.argv[1:])
