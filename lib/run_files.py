@@ -321,5 +321,7 @@ def print_run_header(cfg, meta, splits, raw_model, device, dtype, use_compile, w
           f"source: {meta.get('source', 'unknown')}), "
           f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
     print(f"model: tie_mode={cfg['tie_mode']}, {raw_model.num_params():,} parameters ({breakdown})")
+    padded = -(-raw_model.config.vocab_size // raw_model.config.pad_vocab_to) * raw_model.config.pad_vocab_to
     print(f"device {device}, dtype {dtype}, compile {use_compile}, {world_size} process(es), "
-          f"{tokens_per_iter:,} tokens per iteration")
+          f"{tokens_per_iter:,} tokens per iteration"
+          + (f", the head's matmul padded to {padded:,} rows" if padded != raw_model.config.vocab_size else ''))

@@ -123,16 +123,21 @@ def test_runs_made_before_the_key_count_as_auto_and_others_must_match():
         ablate.check_same_config(wanted, dict(before, pad_vocab='true'), 'result.json', 'out/tied-seed1')
 
 
-def test_training_padded_writes_the_run_and_checkpoint_of_training_unpadded(tiny_data, tmp_path, one_torch_thread):
-    runs = {}
+def test_training_padded_writes_the_run_and_checkpoint_of_training_unpadded(tiny_data, tmp_path, one_torch_thread,
+                                                                            capsys):
+    runs, headers = {}, {}
     for pad in ('true', 'false'):
         out_dir = str(tmp_path / pad)
         summary = train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, pad_vocab=pad)))
+        headers[pad] = [line for line in capsys.readouterr().out.splitlines() if line.startswith('device ')]
         ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
         runs[pad] = summary, read_metrics(os.path.join(out_dir, 'metrics.csv')), ckpt
     (padded, padded_rows, padded_ckpt), (plain, plain_rows, plain_ckpt) = runs['true'], runs['false']
     n = plain_ckpt['meta']['vocab_size']
     assert n % 64 and padded['model'].config.pad_vocab_to == 64 and plain['model'].config.pad_vocab_to == 1
+    # the run's header says so where the head is padded, and only there
+    assert len(headers['true']) == 1 and headers['true'][0].endswith(f"the head's matmul padded to {n + -n % 64:,} rows")
+    assert len(headers['false']) == 1 and 'padded' not in headers['false'][0]
     # every logged number: losses, the copy probe, the gradient probes (tokens/s and time aside)
     measured = ('step_loss', 'train_loss', 'val_loss', 'copy_prob', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
     for ours, theirs in zip(padded_rows, plain_rows, strict=True):
