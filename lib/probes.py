@@ -39,8 +39,10 @@ class GradSources:
     The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input
     part is exactly that scatter, summed over the step's micro-batches, and the output part is
     W.grad minus it. For `untied` the two are two matrices, and their own gradients' norms are
-    reported, so the columns compare across modes. Costs one n x d buffer and a scatter per
-    micro-batch, and only on the steps it is used for."""
+    reported, so the columns compare across modes. With --input_grad_scale k both modes report the
+    input part as the matrix receives it, k times what the loss sends (the scale acts between the lookup
+    and the blocks), so grad_out / grad_in is the balance the optimizer sees. Costs one n x d buffer and a
+    scatter per micro-batch, and only on the steps it is used for."""
 
     def __init__(self, model):
         self.model = model
