@@ -201,6 +201,15 @@ def tiny_train_args(data_dir, out_dir, **overrides):
     return [f"--{key}={value}" for key, value in settings.items()]
 
 
+def train_tiny_run(data_dir, tmp_path_factory, name, **overrides):
+    """A finished tiny run in a fresh folder named after name (a module fixture's, shared by its tests); its
+    out_dir."""
+    import train
+    out_dir = str(tmp_path_factory.mktemp(name))
+    train.train(train.parse_train_args(tiny_train_args(data_dir, out_dir, **overrides)))
+    return out_dir
+
+
 # -----------------------------------------------------------------------------
 # Running the scripts as a user does, and what a user mistake must look like.
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import train
-from conftest import assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args
+from conftest import assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args, train_tiny_run
 from lib import machine
 from model import GPT, GPTConfig
 
@@ -49,9 +49,7 @@ SIZES = {
 
 @pytest.fixture(scope='module')
 def finished_run(tiny_data, tmp_path_factory):
-    out_dir = str(tmp_path_factory.mktemp('run'))
-    train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=2, eval_interval=2)))
-    return out_dir
+    return train_tiny_run(tiny_data, tmp_path_factory, 'run', max_iters=2, eval_interval=2)
 
 
 def pretend_memory(monkeypatch, total):

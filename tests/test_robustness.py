@@ -27,7 +27,7 @@ import prepare
 import train
 from lib.command_line import UserError
 from conftest import (ENV, REPO_ROOT, assert_one_line_error, run, run_in_process, sigint_as_a_terminal_sends_it,
-                      tiny_corpus, tiny_train_args)
+                      tiny_corpus, tiny_train_args, train_tiny_run)
 from model import GPT, GPTConfig
 
 def start(script, *args, **kwargs):
@@ -78,9 +78,7 @@ def spawn():
 @pytest.fixture(scope='module')
 def trained(tiny_data, tmp_path_factory):
     """A finished tiny run: out_dir/ckpt.pt at iteration 10 (saved at 5 and 10). Tests that write copy it."""
-    out_dir = str(tmp_path_factory.mktemp('trained'))
-    train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, max_iters=10, eval_interval=5)))
-    return out_dir
+    return train_tiny_run(tiny_data, tmp_path_factory, 'trained', max_iters=10, eval_interval=5)
 
 
 def copy_of(trained, tmp_path):
