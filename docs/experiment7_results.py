@@ -66,8 +66,8 @@ def rate(row):
 
 def sweep_table():
     """Stage 1: each sweep's best rates (one seed, half length), as multiples of learning_rate."""
-    lines = ['| size | width | optimizer | tied: best rate | its loss | untied: best table, head rates | its loss |',
-             '|---|---:|---|---:|---:|---:|---:|']
+    lines = ['| size | width | optimizer | tied: best rate | its loss | untied: best table, head rates | its loss | '
+             'tied − untied (one seed) |', '|---|---:|---|---:|---:|---:|---:|---:|']
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
             sweep = summary(f'experiment7-sweep-{optimizer}-{size}')
@@ -75,7 +75,8 @@ def sweep_table():
                 continue
             untied, tied = best_of(sweep)
             lines.append(f"| `{size}` | {plan.resolve(size)['n_embd']} | {optimizer} | {rate(tied)} | "
-                         f"{cell(sweep, tied)} | {rate(untied)} | {cell(sweep, untied)} |")
+                         f"{cell(sweep, tied)} | {rate(untied)} | {cell(sweep, untied)} | "
+                         f"{seeds(sweep, tied)[0] - seeds(sweep, untied)[0]:+.3f} |")
     return lines
 
 
