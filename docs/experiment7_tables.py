@@ -32,7 +32,9 @@ OPTIMIZERS = {'muon': SIZES, 'adamw': (SIZES[0], SIZES[-1])}  # practice's optim
 SEEDS = 5
 
 # A rate is a multiple of learning_rate, on a ladder of half decades (experiment 6's steps of sqrt(10)).
-RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 7))
+# From x0.01 to x10,000: the top was x1,000 until the sweep under Muon at w160 put untied's table there (5.127 at
+# x1000 against 5.140 at x300), where no rung above was left to try and the best passed for one inside its grid.
+RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 9))
 # Each sweep starts around experiment 6's optima at width 128 (Muon: table x10, head x3, tied x10; AdamW: table
 # x100, x30 within 0.003 of it, head x3, tied x10) and reaches a rung lower for the tied matrix, which also serves as
 # the head: a head's best Adam rate is expected to fall with width (muP; DESIGN.md 2d). widen() moves any edge out.
@@ -317,6 +319,13 @@ def neighbours(rate):
     return RUNGS[max(0, i - 1):i + 2]
 
 
+def at_the_ladders_end(untied, tied):
+    """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
+    ends = (RUNGS[0], RUNGS[-1])
+    rates = [*(min(untied, key=untied.get) if untied else ()), *([min(tied, key=tied.get)] if tied else [])]
+    return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
+
+
 def missing_neighbours(untied, tied):
     """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best, tied's either side."""
     rows = []
@@ -358,6 +367,11 @@ def main(argv):
         if missing:
             raise SystemExit(f"{argv[1]}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                              f"run its sweep stage again, which widens the grid")
+        ends = at_the_ladders_end(untied, tied)
+        if ends:
+            raise SystemExit(f"{argv[1]}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
+                             f"optimum may lie beyond it; extend RUNGS in docs/experiment7_tables.py, then run its "
+                             f"sweep stage again")
         print(','.join(best_rows(untied, tied)))
     elif command in ('', '--timed'):
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',

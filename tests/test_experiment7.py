@@ -233,3 +233,16 @@ def test_the_doc_quotes_every_result_table_that_has_rows():
     assert len(rows) >= len(committed) // 2  # a sweep a row; a confirmation a row, once its sweep is committed too
     missing = [row for row in rows if row not in doc]
     assert not missing, f"docs/experiment7.md lacks {len(missing)} result row(s), e.g. {missing[0]}"
+
+
+def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables, tmp_path):
+    top = tables.RUNGS[-1]
+    below = tables.RUNGS[-2]
+    losses = {f'untied_e{e:g}_h{h:g}': 5.0 for e in (below, top) for h in (1, 3, 10)}
+    losses.update({f'untied_e{top:g}_h3': 4.0, 'tied_e3': 4.5, 'tied_e1': 4.6, 'tied_e10': 4.6})
+    out_dir = write_sweep(tmp_path, losses)
+    assert run_tables(tables, 'widen', out_dir).split(',') == list(losses)  # nothing beyond the top to add
+    with pytest.raises(SystemExit, match='end of the rate ladder'):
+        run_tables(tables, 'best', out_dir)
+    # the sweep that passed for inside at the old top, x1000, now has a rung above it to try
+    assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
