@@ -23,6 +23,8 @@ optimizers() {  # SIZE: Muon at every size, AdamW where the tables script says
 sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each best has a trained cell on every side
     local out=out-exp7-sweep-$2-$1 modes wider
     modes=$(python $tables grid "$2" ${3:-})
+    # run again, a sweep starts from every row it trained before, so that its three widenings are three more
+    [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out")
     for _ in 1 2 3 4; do
         python ablate.py "config/ladder_$1.py" $(python $tables flags half) --optimizer="$2" --modes="$modes" \
             --out_dir="$out"
