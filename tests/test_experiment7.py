@@ -246,3 +246,18 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
         run_tables(tables, 'best', out_dir)
     # the sweep that passed for inside at the old top, x1000, now has a rung above it to try
     assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
+
+
+def test_the_readme_quotes_the_sweeps_range_of_cost_under_muon():
+    """The README's line on experiment 7 gives the one-seed costs at the smallest and the largest size swept."""
+    printed = subprocess.run([sys.executable, os.path.join('docs', 'experiment7_results.py')], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    rows = [line.split(' | ') for line in printed.splitlines() if line.startswith('| `') and ' | muon | ' in line
+            and line.count(' | ') == 7]  # stage 1's table
+    if len(rows) < 2:
+        pytest.skip('fewer than two sizes swept under Muon')
+    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+        readme = f.read()
+    first, last = rows[0][-1].rstrip(' |'), rows[-1][-1].rstrip(' |')
+    count = {2: 'two', 3: 'three', 4: 'four'}[len(rows)]
+    assert f"from {first} to {last} over {count} sizes under Muon" in readme
