@@ -10,6 +10,7 @@ the end of training, every difference one setting's seeds minus another's with a
 (bold where it excludes zero), as in experiments 5 and 6.
 """
 
+import functools
 import json
 import math
 import os
@@ -19,11 +20,14 @@ DOCS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(DOCS))
 sys.path.insert(0, DOCS)
 
+import experiment6_tables  # noqa: E402
 import experiment7_tables as plan  # noqa: E402
-from lib.ablation_report import fmt_interval, mean_std, t_975, welch_interval  # noqa: E402
+from lib.ablation_report import fmt_interval, t_975, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
 KEY = 'val_loss_all'
+seeds = functools.partial(experiment6_tables.seeds, key=KEY)  # a row's per-seed losses, as experiment 6 reads them
+cell = functools.partial(experiment6_tables.cell, key=KEY)    # and its 'mean ± std'
 FIGURE = os.path.join(DOCS, 'experiment7_cost.png')
 # GPT-2 small as released: 124 M parameters tied, its 50,257 x 768 table 31 % of them. The prediction is for
 # its shape, trained as this ladder is (the recipe's batch is not GPT-2's, and nor is the corpus).
@@ -37,15 +41,6 @@ def summary(name):
         return None
     with open(path, encoding='utf-8') as f:
         return json.load(f)
-
-
-def seeds(source, row):
-    return [v for v in source['modes'][row][KEY]['per_seed'] if v is not None]
-
-
-def cell(source, row):
-    mean, std = mean_std(seeds(source, row))
-    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
 def best_of(sweep):
@@ -81,8 +76,8 @@ def sweep_table():
 
 
 def costs():
-    """[(optimizer, size, counts, {'default': (diff, low, high), 'best': ...}, best rows)] for every confirmation
-    committed: tied - untied at the default rates, and each at the best rates of its sweep."""
+    """[(optimizer, size, confirmation summary, counts, {'default': (diff, low, high), 'best': ...}, best rows)]
+    for every confirmation committed: tied - untied at the default rates, and each at the best rates of its sweep."""
     found = []
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
@@ -92,7 +87,7 @@ def costs():
             untied_best, tied_best = best_of(sweep)
             cost = dict(default=welch_interval(seeds(confirm, 'tied'), seeds(confirm, 'untied')),
                         best=welch_interval(seeds(confirm, tied_best), seeds(confirm, untied_best)))
-            found.append((optimizer, size, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
+            found.append((optimizer, size, confirm, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
     return found
 
 
@@ -101,8 +96,7 @@ def cost_table():
     lines = ['| size | parameters, tied / untied | table share, tied | optimizer | untied, default | tied, default | '
              'tied − untied, default rates | untied, its best | tied, its best | tied − untied, each at its best |',
              '|---|---:|---:|---|---:|---:|---:|---:|---:|---:|']
-    for optimizer, size, c, cost, (untied_best, tied_best) in costs():
-        confirm = summary(f'experiment7-confirm-{optimizer}-{size}')
+    for optimizer, size, confirm, c, cost, (untied_best, tied_best) in costs():
         lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | {optimizer} | "
                      f"{cell(confirm, 'untied')} | {cell(confirm, 'tied')} | {fmt_interval(*cost['default'])} | "
                      f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
@@ -168,7 +162,7 @@ def prediction():
     found = costs()
     for optimizer in plan.OPTIMIZERS:
         for rates in ('default', 'best'):
-            points = [(c['tied'], cost[rates][0]) for o, _, c, cost, _ in found if o == optimizer]
+            points = [(c['tied'], cost[rates][0]) for o, _, _, c, cost, _ in found if o == optimizer]
             line = fit(points)
             if line is not None:
                 slope, _, predict = line
@@ -188,7 +182,7 @@ def plot_costs(path=FIGURE):
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     for optimizer, colour in zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')):
         for rates, marker in (('default', 'o'), ('best', 's')):
-            points = [(c['tied'], cost[rates]) for o, _, c, cost, _ in found if o == optimizer]
+            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
             if not points:
                 continue
             xs = [n for n, _ in points]

@@ -302,7 +302,7 @@ def sweep_cells(out_dir, committed=False):
     from lib.ablation_figure import rate_cells
     path = os.path.join(out_dir, 'summary.json')
     if not os.path.exists(path) and committed:
-        # a machine without the sweep's runs (out-*/ is not committed) takes the rows from the summary that is
+        # a machine without the sweep's runs (out-*/ is not committed) takes its rows from the committed summary
         name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
         kept = os.path.join(RESULTS, name, 'summary.json')
         path = kept if os.path.exists(kept) else path
