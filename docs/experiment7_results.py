@@ -171,16 +171,35 @@ def prediction():
     return lines
 
 
+def best_rates():
+    """{optimizer: [(width, tied's rate, untied's table rate, untied's head rate)]} from each committed sweep,
+    rates as multiples of learning_rate, smallest width first."""
+    from lib.ablation_grid import parse_row
+    found = {}
+    for optimizer, sizes in plan.OPTIMIZERS.items():
+        for size in sizes:
+            sweep = summary(f'experiment7-sweep-{optimizer}-{size}')
+            if sweep is None:
+                continue
+            untied, tied = (parse_row(row) for row in best_of(sweep))
+            found.setdefault(optimizer, []).append((plan.resolve(size)['n_embd'], tied.embed_mult or 1.0,
+                                                    untied.embed_mult or 1.0, untied.head_mult or 1.0))
+    return found
+
+
 def plot_costs(path=FIGURE):
-    """Tying's cost (tied - untied, 95 % intervals) against the tied parameter count, at the default rates and
-    at each one's best, per optimizer, with each fitted line carried to GPT-2 small. False where nothing to draw."""
-    from lib.ablation_figure import pyplot
+    """Left: tying's cost (tied - untied, 95 % intervals) against the tied parameter count, at the default rates
+    and at each one's best, per optimizer, with each best-rate line carried to GPT-2 small. Right: the sweeps'
+    best rates against width, beside muP's expectation under Adam (an embedding's rate constant in width, an
+    output layer's falling as 1/width). False where there is nothing to draw."""
+    from lib.ablation_figure import pyplot, save
     plt, found = pyplot(), costs()
     if plt is None or not found:
         return False
     target = gpt2_small()['tied']
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    for optimizer, colour in zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')):
+    fig, (ax, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw=dict(width_ratios=[1.35, 1]))
+    colours = dict(zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')))
+    for optimizer, colour in colours.items():
         for rates, marker in (('default', 'o'), ('best', 's')):
             points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
             if not points:
@@ -201,11 +220,34 @@ def plot_costs(path=FIGURE):
     ax.set_xscale('log')
     ax.set_xlabel('parameters, tied model')
     ax.set_ylabel('tied − untied, validation loss (nats)')
-    ax.set_title('Experiment 7: what tying costs as the model grows (5 seeds, 95 % intervals)')
+    ax.set_title("tying's cost as the model grows (5 seeds, 95 % intervals)", fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    for optimizer, rows in best_rates().items():
+        widths = [w for w, *_ in rows]
+        style = '-' if optimizer == 'muon' else '--'
+        for i, (what, marker) in enumerate((('tied matrix', 'o'), ('untied table', '^'), ('untied head', 'v')), 1):
+            right.plot(widths, [r[i] for r in rows], style + marker, color=('tab:purple', 'tab:green', 'tab:red')[i - 1],
+                       label=f'{what}, {optimizer}')
+    muon = best_rates().get('muon')
+    if muon:  # muP's expectation, drawn through the smallest width's untied best rates
+        w0, _, table0, head0 = muon[0]
+        widths = [w for w, *_ in muon]
+        right.plot(widths, [table0] * len(widths), ':', color='tab:green', lw=1, label='μP: table constant')
+        right.plot(widths, [head0 * w0 / w for w in widths], ':', color='tab:red', lw=1, label='μP: head ∝ 1/width')
+    right.set_xscale('log')
+    right.set_yscale('log')
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    right.xaxis.set_major_locator(FixedLocator([w for rows in best_rates().values() for w, *_ in rows]))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f'{v:g}'))
+    right.yaxis.set_major_locator(FixedLocator(plan.RUNGS))  # the sweeps' ladder of rates
+    right.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f'×{v:g}'))
+    for axis in (right.xaxis, right.yaxis):
+        axis.set_minor_locator(NullLocator())
+    right.set_xlabel('width')
+    right.set_ylabel('best rate, multiple of learning_rate (1e-3)')
+    right.set_title('the sweeps\' best rates (one seed, half length)', fontsize=10)
+    right.legend(fontsize=7)
+    save(plt, fig, path)
     return True
 
 

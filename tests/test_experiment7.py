@@ -219,6 +219,10 @@ def test_the_results_read_the_committed_stages_and_carry_the_trend_to_gpt2_small
     assert 124e6 < target < 125e6
     (row,) = [line for line in results.prediction() if '| muon | each at its best |' in line]
     assert f"{0.01 + 0.02 * math.log10(target):+.3f}" in row and '| 3 |' in row
+    widths = [tables.resolve(size)['n_embd'] for size in tables.SIZES[:3]]
+    assert results.best_rates() == {'muon': [(w, 3.0, 10.0, 3.0) for w in widths]}
+    if results.plot_costs(str(tmp_path / 'cost.png')):  # False only where matplotlib is missing
+        assert (tmp_path / 'cost.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 def test_the_doc_quotes_every_result_table_that_has_rows():
