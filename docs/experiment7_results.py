@@ -104,6 +104,22 @@ def cost_table():
     return lines
 
 
+def check_table():
+    """Stage 2's check of its own selection: tied trained again at a rate its one-seed, half-length sweep put within
+    a seed's noise of its best (experiment7-check-OPTIMIZER-SIZE), against the same untied best rows."""
+    lines = ['| size | optimizer | tied in the sweep (one seed, half length): its best, the runner-up | tied, five seeds: '
+             'at the sweep\'s best | at the runner-up | tied − untied: at the sweep\'s best | at the runner-up |',
+             '|---|---|---:|---:|---:|---:|---:|']
+    for optimizer, size, confirm, _, cost, (untied_best, tied_best) in costs():
+        check, sweep = summary(f'experiment7-check-{optimizer}-{size}'), summary(f'experiment7-sweep-{optimizer}-{size}')
+        for row in (check or {}).get('modes', {}):
+            lines.append(f"| `{size}` | {optimizer} | {rate(tied_best)} {cell(sweep, tied_best)}, {rate(row)} "
+                         f"{cell(sweep, row)} | {cell(confirm, tied_best)} | {cell(check, row)} | "
+                         f"{fmt_interval(*cost['best'])} | "
+                         f"{fmt_interval(*welch_interval(seeds(check, row), seeds(confirm, untied_best)))} |")
+    return lines
+
+
 def depth_results():
     """Stage 3 (claim 19): the deeper tied model at its own best rate against the untied one at its best, seed for
     seed, and against the tied one of the base depth; compute per token beside them."""
@@ -254,6 +270,7 @@ def plot_costs(path=FIGURE):
 def main(figures=False):
     sections = [('### Stage 1: the best rates at each size (one seed, half length)', sweep_table()),
                 ("### Stage 2: tying's cost at each size (claim 18)", cost_table()),
+                ("### Stage 2's check: tied at its sweep's runner-up rate", check_table()),
                 ('### Stage 3: a deeper tied model at the untied parameter count (claim 19)', depth_results()),
                 ('### The trend carried to GPT-2 small', prediction())]
     for title, lines in sections:

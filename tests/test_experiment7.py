@@ -219,6 +219,10 @@ def test_the_results_read_the_committed_stages_and_carry_the_trend_to_gpt2_small
     assert 124e6 < target < 125e6
     (row,) = [line for line in results.prediction() if '| muon | each at its best |' in line]
     assert f"{0.01 + 0.02 * math.log10(target):+.3f}" in row and '| 3 |' in row
+    # the check of the selection: tied again at another rate, against the same untied best row
+    commit_summary(tmp_path, f'experiment7-check-muon-{tables.SIZES[0]}', dict(tied_e10=[4.35 + e for e in noise]))
+    (check,) = results.check_table()[2:]
+    assert check.startswith(f'| `{tables.SIZES[0]}` | muon | ×3 ') and check.endswith('| **+0.050 [+0.028, +0.072]** |')
     widths = [tables.resolve(size)['n_embd'] for size in tables.SIZES[:3]]
     assert results.best_rates() == {'muon': [(w, 3.0, 10.0, 3.0) for w in widths]}
     if results.plot_costs(str(tmp_path / 'cost.png')):  # False only where matplotlib is missing
@@ -265,3 +269,29 @@ def test_the_readme_quotes_the_sweeps_range_of_cost_under_muon():
     first, last = rows[0][-1].rstrip(' |'), rows[-1][-1].rstrip(' |')
     count = {2: 'two', 3: 'three', 4: 'four'}[len(rows)]
     assert f"from {first} to {last} over {count} sizes under Muon" in readme
+
+
+def as_prose(interval):
+    """The script's '**+0.071 [+0.035, +0.108]**' as the README writes it: no bold, a true minus sign."""
+    return interval.strip('*').replace('-', '−')
+
+
+def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results, monkeypatch):
+    """Every committed confirmation's cost (default and best rates), every deeper model's difference from untied,
+    and the prediction for GPT-2 small are in README's rows 18-19 (or its pointer) and in docs/experiment7.md."""
+    monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
+    from lib.ablation_report import fmt_interval
+    quoted = []
+    for optimizer, size, _, _, cost, _ in results.costs():
+        quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')]
+    assert quoted, 'no confirmation committed'
+    quoted += [(f'deeper {row.split()[1]}', row.split(' | ')[-2]) for row in results.depth_results()[2:]]
+    quoted += [(f'GPT-2 small, {row.split(" | ")[0]} {row.split(" | ")[1]}', row.split(' | ')[-1].rstrip(' |'))
+               for row in results.prediction() if row.startswith('| muon') or row.startswith('| adamw')]
+    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+        readme = ' '.join(f.read().split())
+    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
+        doc = ' '.join(f.read().split())
+    for what, interval in quoted:
+        assert as_prose(interval) in readme, f"README does not quote {what}: {as_prose(interval)}"
+        assert as_prose(interval) in doc, f"docs/experiment7.md does not quote {what}: {as_prose(interval)}"
