@@ -231,8 +231,14 @@ def plot_costs(path=FIGURE):
                 y, lo, hi = line[2](target)
                 ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
                             label=f'{optimizer}: the line carried to GPT-2 small')
+                ax.annotate(f'{y:+.3f} [{lo:+.3f}, {hi:+.3f}]', (target, y), textcoords='offset points',
+                            xytext=(-12, 22), ha='right', fontsize=7, color=colour)
                 ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
     ax.axhline(0, color='grey', lw=0.8)
+    # the axis fits the measured intervals: a prediction interval far wider than them runs off it, its numbers beside
+    measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates]]
+    margin = 0.25 * (max(measured) - min(measured))
+    ax.set_ylim(min(min(measured), 0) - margin, max(measured) + margin)
     ax.set_xscale('log')
     ax.set_xlabel('parameters, tied model')
     ax.set_ylabel('tied − untied, validation loss (nats)')

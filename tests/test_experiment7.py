@@ -256,35 +256,22 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
     assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
 
 
-def test_the_readme_quotes_the_sweeps_range_of_cost_under_muon():
-    """The README's line on experiment 7 gives the one-seed costs at the smallest and the largest size swept."""
-    printed = subprocess.run([sys.executable, os.path.join('docs', 'experiment7_results.py')], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
-    rows = [line.split(' | ') for line in printed.splitlines() if line.startswith('| `') and ' | muon | ' in line
-            and line.count(' | ') == 7]  # stage 1's table
-    if len(rows) < 2:
-        pytest.skip('fewer than two sizes swept under Muon')
-    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
-        readme = f.read()
-    first, last = rows[0][-1].rstrip(' |'), rows[-1][-1].rstrip(' |')
-    count = {2: 'two', 3: 'three', 4: 'four'}[len(rows)]
-    assert f"from {first} to {last} over {count} sizes under Muon" in readme
-
-
 def as_prose(interval):
     """The script's '**+0.071 [+0.035, +0.108]**' as the README writes it: no bold, a true minus sign."""
     return interval.strip('*').replace('-', '−')
 
 
 def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results, monkeypatch):
-    """Every committed confirmation's cost (default and best rates), every deeper model's difference from untied,
-    and the prediction for GPT-2 small are in README's rows 18-19 (or its pointer) and in docs/experiment7.md."""
+    """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate,
+    every deeper model's difference from untied, and the prediction for GPT-2 small are in README's rows 18-19
+    and in docs/experiment7.md."""
     monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
     from lib.ablation_report import fmt_interval
     quoted = []
     for optimizer, size, _, _, cost, _ in results.costs():
         quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')]
     assert quoted, 'no confirmation committed'
+    quoted += [(f'check {row.split()[1]}', row.split(' | ')[-1].rstrip(' |')) for row in results.check_table()[2:]]
     quoted += [(f'deeper {row.split()[1]}', row.split(' | ')[-2]) for row in results.depth_results()[2:]]
     quoted += [(f'GPT-2 small, {row.split(" | ")[0]} {row.split(" | ")[1]}', row.split(' | ')[-1].rstrip(' |'))
                for row in results.prediction() if row.startswith('| muon') or row.startswith('| adamw')]
