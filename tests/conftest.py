@@ -271,6 +271,11 @@ def assert_one_line_error(result, *fragments):
     return lines[0]
 
 
+def as_prose(interval):
+    """A tables script's '**+0.079 [+0.053, +0.105]**' as README and the docs write it: no bold, a true minus sign."""
+    return interval.strip('*').replace('-', '−')
+
+
 def train_with_ddp(tmp_path, args):
     """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
     train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with. On the CPU even where a

@@ -7,6 +7,8 @@ import importlib.util
 import io
 import os
 
+from conftest import as_prose
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -20,11 +22,6 @@ def tables_module():
 def read(*path):
     with open(os.path.join(ROOT, *path), encoding='utf-8') as f:
         return f.read()
-
-
-def as_prose(interval):
-    """The script's '**+0.079 [+0.053, +0.105]**' as the README writes it: no bold, a true minus sign."""
-    return interval.strip('*').replace('-', '−')
 
 
 def test_readme_rows_14_to_16_quote_the_five_seed_summaries():

@@ -17,6 +17,7 @@ import pytest
 
 import ablate
 import train
+from conftest import as_prose
 from lib import command_line
 from lib.ablation_figure import rate_cells
 
@@ -254,11 +255,6 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
         run_tables(tables, 'best', out_dir)
     # the sweep that passed for inside at the old top, x1000, now has a rung above it to try
     assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
-
-
-def as_prose(interval):
-    """The script's '**+0.071 [+0.035, +0.108]**' as the README writes it: no bold, a true minus sign."""
-    return interval.strip('*').replace('-', '−')
 
 
 def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results, monkeypatch):
