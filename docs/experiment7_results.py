@@ -244,13 +244,14 @@ def plot_costs(path=FIGURE):
     ax.set_ylabel('tied − untied, validation loss (nats)')
     ax.set_title("tying's cost as the model grows (5 seeds, 95 % intervals)", fontsize=10)
     ax.legend(fontsize=7)
-    for optimizer, rows in best_rates().items():
+    rates_by_optimizer = best_rates()  # every committed sweep read once, for the lines, muP's and the ticks
+    for optimizer, rows in rates_by_optimizer.items():
         widths = [w for w, *_ in rows]
         style = '-' if optimizer == 'muon' else '--'
         for i, (what, marker) in enumerate((('tied matrix', 'o'), ('untied table', '^'), ('untied head', 'v')), 1):
             right.plot(widths, [r[i] for r in rows], style + marker, color=('tab:purple', 'tab:green', 'tab:red')[i - 1],
                        label=f'{what}, {optimizer}')
-    muon = best_rates().get('muon')
+    muon = rates_by_optimizer.get('muon')
     if muon:  # muP's expectation, drawn through the smallest width's untied best rates
         w0, _, table0, head0 = muon[0]
         widths = [w for w, *_ in muon]
@@ -259,7 +260,7 @@ def plot_costs(path=FIGURE):
     right.set_xscale('log')
     right.set_yscale('log')
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-    right.xaxis.set_major_locator(FixedLocator([w for rows in best_rates().values() for w, *_ in rows]))
+    right.xaxis.set_major_locator(FixedLocator([w for rows in rates_by_optimizer.values() for w, *_ in rows]))
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f'{v:g}'))
     right.yaxis.set_major_locator(FixedLocator(plan.RUNGS))  # the sweeps' ladder of rates
     right.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f'×{v:g}'))
