@@ -6,12 +6,14 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import statistics
 
 from lib.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
+from lib.grid_runner import LOG_FILE
 from lib.evaluation import recorded_eval_seed
 from lib.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
@@ -125,6 +127,29 @@ def versus_other(info, out_dir):
     return dict(out_dir=out_dir, differs=differs, modes=modes)
 
 
+# The line every process that trains a run writes first into its log (ablate.train_run): where and in what
+# precision. The precision is the machine's, not the config's, under --dtype=auto (bf16 on a CPU with native bf16,
+# float32 on one without), so a grid finished on two kinds of CPU may hold both; the summary says which.
+TRAINED_ON = re.compile(r'^ablate\.py: pid \d+ trains .*?, on (\S+) in (\w+) with ', re.M)
+
+
+def trained_on(runs):
+    """How the runs were trained, from their logs: 'every run on cpu in float32', or each way with its runs
+    counted where they differ (a run resumed elsewhere counts under each of its ways)."""
+    counts = {}
+    for _, _, run_cfg in runs:
+        try:
+            with open(os.path.join(run_cfg['out_dir'], LOG_FILE), errors='replace') as f:
+                ways = {f"on {device} in {dtype}" for device, dtype in TRAINED_ON.findall(f.read())}
+        except OSError:
+            ways = set()
+        for way in ways or {'unrecorded'}:
+            counts[way] = counts.get(way, 0) + 1
+    if len(counts) == 1:
+        return f"every run {next(iter(counts))}"
+    return '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
+
+
 def machine_line():
     import torch
     cpu = platform.processor() or ''
@@ -212,6 +237,7 @@ def summarize(cfg, runs, vocab_size, argv):
     info = dict(
         command='python ablate.py ' + shlex.join(argv),
         machine=machine_line(),
+        trained_on=trained_on(runs),
         dataset=cfg['dataset'], vocab_size=vocab_size, seeds=seeds, max_iters=max_iters,
         config={k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS},
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
@@ -373,6 +399,8 @@ def markdown(info):
         f"Command: `{info['command']}`",
         "",
         f"Machine: {info['machine']}",
+        "",
+        f"Trained: {info.get('trained_on', 'unrecorded')}",
         "",
     ]
     return '\n'.join(lines)

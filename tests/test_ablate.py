@@ -457,6 +457,26 @@ def test_the_summary_compares_every_mode_with_untied(every_mode):
         assert 'Difference from untied' in f.read()
 
 
+def test_the_summary_says_in_what_precision_the_runs_trained_from_their_logs(every_mode, tmp_path):
+    # --dtype=auto trains in bf16 on a CPU with native bf16 and in float32 elsewhere: a grid resumed on another
+    # kind of CPU holds both, and only the runs' own logs say which.
+    out_dir, _ = every_mode
+    info = json.load(open(os.path.join(out_dir, 'summary.json')))
+    assert info['config']['dtype'] == 'float32'  # the tiny runs' (conftest.tiny_train_args)
+    assert info['trained_on'] == "every run on cpu in float32"
+    assert "Trained: every run on cpu in float32" in open(os.path.join(out_dir, 'summary.md')).read()
+    header = open(os.path.join(out_dir, 'tied-seed1337', 'train.log')).readline()
+    runs = []
+    for k, log in enumerate((header, header.replace(' in float32 ', ' in bfloat16 ') + header, None)):
+        run_dir = tmp_path / f'run{k}'
+        run_dir.mkdir()
+        if log is not None:
+            (run_dir / 'train.log').write_text(log + 'tied seed 1337: val loss 5.0\n')
+        runs.append(('tied', 1337 + k, dict(out_dir=str(run_dir))))
+    assert ablation_report.trained_on(runs) == ("on cpu in bfloat16: 1 of 3 runs; on cpu in float32: 2 of 3 runs; "
+                                                "unrecorded: 1 of 3 runs")
+
+
 def test_versus_compares_two_ablations_mode_by_mode_and_names_what_differs(every_mode, tiny_data, tmp_path):
     other_dir, _ = every_mode
     out_dir = str(tmp_path / 'scaled')
