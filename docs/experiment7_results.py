@@ -97,7 +97,10 @@ def cost_table():
              'tied − untied, default rates | untied, its best | tied, its best | tied − untied, each at its best |',
              '|---|---:|---:|---|---:|---:|---:|---:|---:|---:|']
     for optimizer, size, confirm, c, cost, (untied_best, tied_best) in costs():
-        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | {optimizer} | "
+        # the ladder trained on a Zen 4 in bf16 autocast; a confirmation run on a CPU without native bf16 says so
+        # in its summary ('trained_on', from its runs' logs), and its row says float32
+        precision = ', float32' if 'in float32' in confirm.get('trained_on', '') else ''
+        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | {optimizer}{precision} | "
                      f"{cell(confirm, 'untied')} | {cell(confirm, 'tied')} | {fmt_interval(*cost['default'])} | "
                      f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
                      f"{fmt_interval(*cost['best'])} |")
@@ -120,9 +123,19 @@ def check_table():
     return lines
 
 
+def untied_reference(size):
+    """The untied summary a deeper tied model of this size is measured against, and how its rows trained. Stage 2's
+    confirmation, unless a float32 copy of its untied best row is committed (experiment7-float32-muon-SIZE): w160's
+    deeper model trained on a Zen 3 without native bf16, so in float32 under --dtype=auto, where the ladder's stage
+    2 ran on a Zen 4 in bf16 autocast; its untied reference was trained again there, the same seeds and rates, so
+    that the difference is the depth's and not the precision's."""
+    again = summary(f'experiment7-float32-muon-{size}')
+    return (again, 'float32') if again is not None else (summary(f'experiment7-confirm-muon-{size}'), 'bf16')
+
+
 def depth_results():
     """Stage 3 (claim 19): the deeper tied model at its own best rate against the untied one at its best, seed for
-    seed, and against the tied one of the base depth; compute per token beside them."""
+    seed, trained the same way, and against the tied one of the base depth; compute per token beside them."""
     lines = ['| size | tied, deeper: layers, parameters | untied: layers, parameters | FLOPs per token, deeper tied / '
              'untied | deeper tied, its best | deeper tied − untied, each at its best | deeper tied − tied, each at its '
              'best |', '|---|---:|---:|---:|---:|---:|---:|']
@@ -133,12 +146,32 @@ def depth_results():
         if None in (deep, deep_sweep, confirm, sweep):
             continue
         (_, row), (untied_best, tied_best) = best_of(deep_sweep), best_of(sweep)
+        reference, precision = untied_reference(size)
         base_cfg, deep_cfg = plan.resolve(size), plan.resolve(f'{size}_deep')
         base, more = plan.counts(base_cfg), plan.counts(deep_cfg)
+        # tied's base-depth rows were not trained again in float32: that column crosses precisions where the
+        # untied one does not (precision_table measures the shift on untied's rows)
+        crossed = ' (bf16)' if precision == 'float32' else ''
         lines.append(f"| `{size}` | {deep_cfg['n_layer']}, {more['tied'] / 1e6:.2f} M | {base_cfg['n_layer']}, "
                      f"{base['untied'] / 1e6:.2f} M | {more['flops'] / base['flops']:.2f} | {cell(deep, row)} "
-                     f"({rate(row)}) | {fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, untied_best)))} | "
-                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))} |")
+                     f"({rate(row)}{', ' + precision if crossed else ''}) | "
+                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(reference, untied_best)))} | "
+                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))}{crossed} |")
+    return lines
+
+
+def precision_table():
+    """Where a size's untied best row was trained again in float32 (untied_reference), the two against each other,
+    the same seeds and rates: how much the precision alone moves a five-seed loss."""
+    lines = ['| size | untied, its best rates | bf16 autocast (Zen 4) | float32 (Zen 3) | float32 − bf16 |',
+             '|---|---:|---:|---:|---:|']
+    for size in plan.DEEP:
+        again, confirm, sweep = (summary(f'experiment7-{stage}-muon-{size}') for stage in ('float32', 'confirm', 'sweep'))
+        if None in (again, confirm, sweep):
+            continue
+        untied_best, _ = best_of(sweep)
+        lines.append(f"| `{size}` | {rate(untied_best)} | {cell(confirm, untied_best)} | {cell(again, untied_best)} | "
+                     f"{fmt_interval(*welch_interval(seeds(again, untied_best), seeds(confirm, untied_best)))} |")
     return lines
 
 
@@ -279,6 +312,7 @@ def main(figures=False):
                 ("### Stage 2: tying's cost at each size (claim 18)", cost_table()),
                 ("### Stage 2's check: tied at its sweep's runner-up rate", check_table()),
                 ('### Stage 3: a deeper tied model at the untied parameter count (claim 19)', depth_results()),
+                ("### Stage 3's precision control: untied trained again in float32", precision_table()),
                 ('### The trend carried to GPT-2 small', prediction())]
     for title, lines in sections:
         print(title, '', *lines, '', sep='\n')

@@ -230,6 +230,34 @@ def test_the_results_read_the_committed_stages_and_carry_the_trend_to_gpt2_small
         assert (tmp_path / 'cost.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
+def test_a_deeper_model_trained_in_float32_is_measured_against_untied_trained_again_so(results, tables, tmp_path):
+    """Claim 19's difference is the depth's only where both sides trained in one precision: with a float32 copy
+    of untied's best row committed, the deeper model is measured against it, not against stage 2's bf16 rows,
+    and the precision control prints the shift between the two."""
+    size = tables.DEEP[-1]
+    noise = [0.0, 0.013, -0.007, 0.021, -0.017]
+    commit_summary(tmp_path, f'experiment7-sweep-muon-{size}', dict(untied_e10_h3=[4.0], tied_e3=[4.1], tied_e10=[4.2]))
+    commit_summary(tmp_path, f'experiment7-confirm-muon-{size}', dict(
+        untied=[4.5 + e for e in noise], tied=[4.6 + e for e in noise],
+        untied_e10_h3=[4.3 + e for e in noise], tied_e3=[4.35 + e for e in noise]))
+    commit_summary(tmp_path, f'experiment7-sweep-muon-{size}_deep', dict(tied_e3=[4.2], tied_e10=[4.1], tied_e30=[4.3]))
+    commit_summary(tmp_path, f'experiment7-confirm-muon-{size}_deep', dict(tied_e10=[4.42 + e for e in noise]))
+    (bf16,) = results.depth_results()[2:]
+    assert '| 4.422 ± 0.015 (×10) | **+0.120 [+0.098, +0.142]** | **+0.070 [+0.048, +0.092]** |' in bf16
+    assert results.precision_table()[2:] == []
+    commit_summary(tmp_path, f'experiment7-float32-muon-{size}', dict(untied_e10_h3=[4.33 + e for e in noise]))
+    (float32,) = results.depth_results()[2:]
+    assert float32.endswith('| 4.422 ± 0.015 (×10, float32) | **+0.090 [+0.068, +0.112]** | '
+                            '**+0.070 [+0.048, +0.092]** (bf16) |'), float32
+    (shift,) = results.precision_table()[2:]
+    assert shift == f'| `{size}` | ×10, ×3 | 4.302 ± 0.015 | 4.332 ± 0.015 | **+0.030 [+0.008, +0.052]** |'
+    # a confirmation that trained in float32 says so in the cost table, read from its summary's trained_on
+    confirm = tmp_path / f'experiment7-confirm-muon-{size}' / 'summary.json'
+    assert '| muon |' in results.cost_table()[2]
+    confirm.write_text(json.dumps(dict(json.loads(confirm.read_text()), trained_on='every run on cpu in float32')))
+    assert '| muon, float32 |' in results.cost_table()[2]
+
+
 def test_the_doc_quotes_every_result_table_that_has_rows():
     """Each committed stage's table, as docs/experiment7_results.py prints it, is in docs/experiment7.md."""
     printed = subprocess.run([sys.executable, os.path.join('docs', 'experiment7_results.py')], cwd=ROOT,
