@@ -76,8 +76,9 @@ def sweep_table():
 
 
 def costs():
-    """[(optimizer, size, confirmation summary, counts, {'default': (diff, low, high), 'best': ...}, best rows)]
-    for every confirmation committed: tied - untied at the default rates, and each at the best rates of its sweep."""
+    """[(optimizer, size, confirmation summary, counts, {'default': (diff, low, high) or None, 'best': ...}, best rows)]
+    for every confirmation committed: tied - untied at the default rates (None where they have not run), and each at
+    the best rates of its sweep."""
     found = []
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
@@ -85,7 +86,9 @@ def costs():
             if confirm is None or sweep is None:
                 continue
             untied_best, tied_best = best_of(sweep)
-            cost = dict(default=welch_interval(seeds(confirm, 'tied'), seeds(confirm, 'untied')),
+            # a confirmation committed with its best rows only (its default rows still training) has no default cost
+            ran_defaults = {'untied', 'tied'} <= set(confirm['modes'])
+            cost = dict(default=welch_interval(seeds(confirm, 'tied'), seeds(confirm, 'untied')) if ran_defaults else None,
                         best=welch_interval(seeds(confirm, tied_best), seeds(confirm, untied_best)))
             found.append((optimizer, size, confirm, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
     return found
@@ -100,8 +103,10 @@ def cost_table():
         # the ladder trained on a Zen 4 in bf16 autocast; a confirmation run on a CPU without native bf16 says so
         # in its summary ('trained_on', from its runs' logs), and its row says float32
         precision = ', float32' if 'in float32' in confirm.get('trained_on', '') else ''
-        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | {optimizer}{precision} | "
-                     f"{cell(confirm, 'untied')} | {cell(confirm, 'tied')} | {fmt_interval(*cost['default'])} | "
+        defaults = ((cell(confirm, 'untied'), cell(confirm, 'tied'), fmt_interval(*cost['default']))
+                    if cost['default'] else ('not run',) * 3)
+        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | "
+                     f"{optimizer}{precision} | {' | '.join(defaults)} | "
                      f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
                      f"{fmt_interval(*cost['best'])} |")
     return lines
@@ -211,7 +216,7 @@ def prediction():
     found = costs()
     for optimizer in plan.OPTIMIZERS:
         for rates in ('default', 'best'):
-            points = [(c['tied'], cost[rates][0]) for o, _, _, c, cost, _ in found if o == optimizer]
+            points = [(c['tied'], cost[rates][0]) for o, _, _, c, cost, _ in found if o == optimizer and cost[rates]]
             line = fit(points)
             if line is not None:
                 slope, _, predict = line
@@ -250,7 +255,7 @@ def plot_costs(path=FIGURE):
     colours = dict(zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')))
     for optimizer, colour in colours.items():
         for rates, marker in (('default', 'o'), ('best', 's')):
-            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
+            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer and cost[rates]]
             if not points:
                 continue
             xs = [n for n, _ in points]
@@ -269,7 +274,7 @@ def plot_costs(path=FIGURE):
                 ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
     ax.axhline(0, color='grey', lw=0.8)
     # the axis fits the measured intervals: a prediction interval far wider than them runs off it, its numbers beside
-    measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates]]
+    measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates] or ()]
     margin = 0.25 * (max(measured) - min(measured))
     ax.set_ylim(min(min(measured), 0) - margin, max(measured) + margin)
     ax.set_xscale('log')

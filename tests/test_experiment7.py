@@ -251,6 +251,14 @@ def test_a_deeper_model_trained_in_float32_is_measured_against_untied_trained_ag
                             '**+0.070 [+0.048, +0.092]** (bf16) |'), float32
     (shift,) = results.precision_table()[2:]
     assert shift == f'| `{size}` | ×10, ×3 | 4.302 ± 0.015 | 4.332 ± 0.015 | **+0.030 [+0.008, +0.052]** |'
+    # a confirmation committed before its default rows have run: the best cost only, the default cells say so
+    commit_summary(tmp_path, f'experiment7-sweep-adamw-{size}', dict(untied_e10_h3=[4.0], tied_e3=[4.1]))
+    commit_summary(tmp_path, f'experiment7-confirm-adamw-{size}', dict(
+        untied_e10_h3=[4.3 + e for e in noise], tied_e3=[4.4 + e for e in noise]))
+    (_, adamw) = results.cost_table()[2:]
+    assert '| adamw | not run | not run | not run | 4.302 ± 0.015 (×10, ×3) |' in adamw
+    assert adamw.endswith('| **+0.100 [+0.078, +0.122]** |')
+    assert [cost['default'] for *_, cost, _ in results.costs()] == [pytest.approx((0.1, 0.078, 0.122), abs=1e-3), None]
     # a confirmation that trained in float32 says so in the cost table, read from its summary's trained_on
     confirm = tmp_path / f'experiment7-confirm-muon-{size}' / 'summary.json'
     assert '| muon |' in results.cost_table()[2]
@@ -293,7 +301,8 @@ def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results,
     from lib.ablation_report import fmt_interval
     quoted = []
     for optimizer, size, _, _, cost, _ in results.costs():
-        quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')]
+        quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')
+                   if cost[rates]]
     assert quoted, 'no confirmation committed'
     quoted += [(f'check {row.split()[1]}', row.split(' | ')[-1].rstrip(' |')) for row in results.check_table()[2:]]
     quoted += [(f'deeper {row.split()[1]}', row.split(' | ')[-2]) for row in results.depth_results()[2:]]
