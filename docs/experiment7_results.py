@@ -128,14 +128,14 @@ def check_table():
     return lines
 
 
-def untied_reference(size):
+def untied_reference(size, confirm):
     """The untied summary a deeper tied model of this size is measured against, and how its rows trained. Stage 2's
     confirmation, unless a float32 copy of its untied best row is committed (experiment7-float32-muon-SIZE): w160's
     deeper model trained on a Zen 3 without native bf16, so in float32 under --dtype=auto, where the ladder's stage
     2 ran on a Zen 4 in bf16 autocast; its untied reference was trained again there, the same seeds and rates, so
     that the difference is the depth's and not the precision's."""
     again = summary(f'experiment7-float32-muon-{size}')
-    return (again, 'float32') if again is not None else (summary(f'experiment7-confirm-muon-{size}'), 'bf16')
+    return (again, 'float32') if again is not None else (confirm, 'bf16')
 
 
 def depth_results():
@@ -151,17 +151,17 @@ def depth_results():
         if None in (deep, deep_sweep, confirm, sweep):
             continue
         (_, row), (untied_best, tied_best) = best_of(deep_sweep), best_of(sweep)
-        reference, precision = untied_reference(size)
+        reference, precision = untied_reference(size, confirm)
         base_cfg, deep_cfg = plan.resolve(size), plan.resolve(f'{size}_deep')
         base, more = plan.counts(base_cfg), plan.counts(deep_cfg)
         # tied's base-depth rows were not trained again in float32: that column crosses precisions where the
         # untied one does not (precision_table measures the shift on untied's rows)
-        crossed = ' (bf16)' if precision == 'float32' else ''
+        crossed = precision == 'float32'
         lines.append(f"| `{size}` | {deep_cfg['n_layer']}, {more['tied'] / 1e6:.2f} M | {base_cfg['n_layer']}, "
                      f"{base['untied'] / 1e6:.2f} M | {more['flops'] / base['flops']:.2f} | {cell(deep, row)} "
-                     f"({rate(row)}{', ' + precision if crossed else ''}) | "
+                     f"({rate(row)}{', float32' if crossed else ''}) | "
                      f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(reference, untied_best)))} | "
-                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))}{crossed} |")
+                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))}{' (bf16)' if crossed else ''} |")
     return lines
 
 
@@ -171,8 +171,11 @@ def precision_table():
     lines = ['| size | untied, its best rates | bf16 autocast (Zen 4) | float32 (Zen 3) | float32 − bf16 |',
              '|---|---:|---:|---:|---:|']
     for size in plan.DEEP:
-        again, confirm, sweep = (summary(f'experiment7-{stage}-muon-{size}') for stage in ('float32', 'confirm', 'sweep'))
-        if None in (again, confirm, sweep):
+        confirm, sweep = summary(f'experiment7-confirm-muon-{size}'), summary(f'experiment7-sweep-muon-{size}')
+        if None in (confirm, sweep):
+            continue
+        again, precision = untied_reference(size, confirm)
+        if precision != 'float32':
             continue
         untied_best, _ = best_of(sweep)
         lines.append(f"| `{size}` | {rate(untied_best)} | {cell(confirm, untied_best)} | {cell(again, untied_best)} | "
