@@ -8,6 +8,14 @@
 #   bash config/experiment7.sh confirm [SIZE...]  # five seeds, full length, at the default rates and each one's best
 #   bash config/experiment7.sh depth [SIZE...] # claim 19's deeper tied models (w128, w160): their rate, five seeds
 # A SIZE (w64, w96, w128, w160) names config/ladder_<SIZE>.py; without any, a stage covers every size it trains.
+# The follow-up (docs/experiment7.md, "What the runs can say"): stages run in this order, each from the last's
+# summaries, every run one that ablate.py skips when it is already finished:
+#   bash config/experiment7.sh control    # AdamW at w160, tied: x10/x30/x100 x warmup 25/100 x ends' decay, one seed
+#   bash config/experiment7.sh blocks     # the control's best cell with the blocks at 3e-4 and 3e-3
+#   bash config/experiment7.sh pair       # five seeds of that best tied cell and of untied's best, paired by seed
+#   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
+#   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: top two cells, 3 seeds; the pick, 5 fresh
+#   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 # The sizes, the grids and the lengths are docs/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +42,35 @@ sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each
     done
     echo "$out: a best still lies on the grid's edge after three widenings; see its summary.md" >&2
     exit 1
+}
+
+control_best() {  # the control's best tied cell: "MODE WARMUP DECAY" (each run's whole-split val loss, one seed)
+    python - out-exp7-control-adamw-w160-* <<'PY'
+import json, os, sys
+from lib.ablation_grid import parse_row
+cells = []
+for out in sys.argv[1:]:
+    info = json.load(open(os.path.join(out, 'summary.json')))
+    _, warmup, decay = out.rsplit('-', 2)
+    cells += [(v['val_loss_all']['mean'], m, warmup[1:], decay) for m, v in info['modes'].items()
+              if parse_row(m).tie_mode == 'tied' and v.get('val_loss_all')]
+print(*min(cells)[1:])
+PY
+}
+
+top() {  # N OUT_DIR: each mode's N best cells of a sweep (from docs/results/ where OUT_DIR is gone), as rows
+    python - "$@" <<'PY'
+import sys
+sys.path.insert(0, 'docs')
+from experiment7_tables import sweep_cells, best_rows
+_, untied, tied = sweep_cells(sys.argv[2], committed=True)
+rows = []
+for k in range(int(sys.argv[1])):
+    u = dict(sorted(untied.items(), key=lambda kv: kv[1])[k:k + 1])
+    t = dict(sorted(tied.items(), key=lambda kv: kv[1])[k:k + 1])
+    rows += best_rows(u, t)
+print(','.join(rows))
+PY
 }
 
 stage=${1:-}
@@ -64,7 +101,49 @@ depth)  # a deeper model's best rate is its own: a tied sweep, then five seeds a
         python ablate.py "config/ladder_${size}_deep.py" --optimizer=muon --modes="$best" --seeds=5 \
             --out_dir="out-exp7-confirm-muon-${size}_deep"
     done ;;
+control)  # AdamW's tied w160: is its cost the rate's, the warmup's or the decay's? Full length, one seed
+    for warmup in 25 100; do
+        for decay in per_step coupled; do
+            python ablate.py config/ladder_w160.py --optimizer=adamw --modes=tied_e10,tied_e30,tied_e100 \
+                --warmup_iters=$warmup --ends_decay=$decay --out_dir="out-exp7-control-adamw-w160-w$warmup-$decay"
+        done
+    done
+    control_best ;;
+blocks)  # the best cell's blocks at 3e-4 and 3e-3, the shared matrix's own rate held (so its multiple changes)
+    read -r mode warmup decay <<< "$(control_best)"
+    table=${mode#tied_e}
+    for lr in 3e-4 3e-3; do
+        mult=$(python -c "print(f'{$table * 1e-3 / $lr:g}')")
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="tied_e$mult" --learning_rate=$lr \
+            --min_lr=$(python -c "print($lr / 10)") --warmup_iters=$warmup --ends_decay=$decay \
+            --out_dir="out-exp7-blocks-adamw-w160-lr$lr"
+    done ;;
+pair)  # five seeds, each mode at its best; the same seeds give both the same batches: paired by seed
+    read -r mode warmup decay <<< "$(control_best)"
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$mode" --seeds=5 --warmup_iters=$warmup \
+        --ends_decay=$decay --out_dir=out-exp7-pair-adamw-w160-tied
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes=untied_e300_h10 --seeds=5 \
+        --out_dir=out-exp7-pair-adamw-w160-untied ;;
+remedies)  # the input side of the tied matrix given a rate of its own: sqrt(d) at the input, its gradient scaled
+    read -r mode warmup decay <<< "$(control_best)"
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$mode,${mode}_igs4" --emb_scale=true \
+        --warmup_iters=$warmup --ends_decay=$decay --out_dir=out-exp7-remedies-adamw-w160-emb_scale
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${mode}_igs4" --warmup_iters=$warmup \
+        --ends_decay=$decay --out_dir=out-exp7-remedies-adamw-w160 ;;
+select)  # the winner's curse: the top two cells at full length, three seeds; the pick reported from five fresh seeds
+    for size in ${@:-w96 w160}; do
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$(top 2 out-exp7-sweep-muon-$size)" \
+            --seeds=3 --out_dir="out-exp7-select-muon-$size"
+        best=$(top 1 "out-exp7-select-muon-$size")
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$best" --seed=1342 --seeds=5 \
+            --out_dir="out-exp7-fresh-muon-$size"
+    done ;;
+shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, under AdamW
+    sweep w160_shallow adamw
+    best=$(python $tables best out-exp7-sweep-adamw-w160_shallow)
+    python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$best" --seeds=5 \
+        --out_dir=out-exp7-confirm-adamw-w160_shallow ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow [SIZE...]" >&2
     exit 2 ;;
 esac
