@@ -25,6 +25,7 @@ import platform
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 
 import torch
 
@@ -36,6 +37,7 @@ from lib.optimizers import build_optimizer
 from lib.prepared_data import get_batch, load_meta
 from lib.run_files import MODEL_KEYS, load_checkpoint
 from lib.probes import GradSources
+from lib.training_run import compile_failure, make_model_config
 from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
                          pick_compile, pick_device, pick_dtype, pick_pad_vocab)
 from model import GPT, TIE_MODES
@@ -108,7 +110,7 @@ class Setting:
         self.name, self.cfg, self.device = name, cfg, device
         self.dtype = pick_dtype(cfg['dtype'], device, warn=False)
         self.compiled = pick_compile(cfg['compile'], device)
-        config = train.make_model_config(cfg)
+        config = make_model_config(cfg)
         torch.manual_seed(cfg['seed'])
         self.raw_model = GPT(config).to(device)
         self.raw_model.config.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], device)  # as train.py sets it
@@ -118,7 +120,7 @@ class Setting:
         self.ctx = autocast_context(device, self.dtype)
         self.generator = torch.Generator().manual_seed(cfg['seed'])
         self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
-        self.grad_sources = GradSources(self.raw_model) if cfg['grad_probe'] else None
+        self.grad_sources = GradSources(self.raw_model, self.scaler) if cfg['grad_probe'] else None
         self.times = []
         self.memory = None
 
@@ -128,9 +130,12 @@ class Setting:
         for _ in range(cfg['gradient_accumulation_steps']):
             x, y, _ = get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
-        train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
-                            measure_norm=True, grad_sources=self.grad_sources,
-                            after_step=self.raw_model.after_optimizer_step)
+        with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/probes.Instruments)
+            train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
+                                measure_norm=True)
+        self.raw_model.after_optimizer_step()  # pit's retraction, as train.py's instruments run it
+        if self.grad_sources:
+            self.grad_sources.norms()
 
     def sync(self):
         if self.device.startswith('cuda'):
@@ -261,14 +266,14 @@ def run_bench(cfg):
         settings.append((label(other_pad), other_pad, None))
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
-        machine.check_memory(train.make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
+        machine.check_memory(make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
     rows = []
     for name, row_cfg, fused_adamw in settings:
         row = Setting(row_cfg, name, device, fused_adamw)
         try:
             row.warm_up(cfg['bench_warmup'])
         except Exception as e:  # the first compiled steps build the kernels
-            reason = train.compile_failure(e) if row.compiled else None
+            reason = compile_failure(e) if row.compiled else None
             if not reason:
                 raise
             if len(settings) == 1:

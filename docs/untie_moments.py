@@ -8,6 +8,7 @@ import sys, os
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch
 import train
+from lib.training_run import make_model_config
 from lib.optimizers import build_optimizer, set_rates, untie_head
 from lib.prepared_data import load_splits, get_batch
 from model import GPT
@@ -16,7 +17,7 @@ cfg = train.parse_train_args(['config/recipe_bpe.py', '--device=cpu', '--dtype=f
 splits, meta = load_splits(cfg)
 cfg['vocab_size'] = meta['vocab_size']
 torch.manual_seed(1337)
-model = GPT(train.make_model_config(cfg))
+model = GPT(make_model_config(cfg))
 opt = build_optimizer(model, cfg, 'cpu')
 gen = torch.Generator().manual_seed(1337)
 ctx, scaler = torch.autocast('cpu', enabled=False), torch.amp.GradScaler('cpu', enabled=False)

@@ -322,12 +322,25 @@ def check_memory(model_config, cfg, device, dtype):
 
 
 class Process:
-    """Where this process trains: its device and, under torchrun, its DDP rank."""
+    """Where this process trains: its device, its dtype and compile settings, and, under torchrun, its DDP rank."""
     ddp, rank, local_rank, world_size = False, 0, 0, 1
 
     @property
     def master(self):  # rank 0 alone evaluates, logs and writes the run's files
         return self.rank == 0
+
+
+def with_precision(proc, cfg):
+    """The device's settings for this run: its dtype, the autocast context that applies it, whether to compile,
+    the padding of the head's matmul, and TF32 matmuls on CUDA (float32 weights, 10-bit mantissa products)."""
+    proc.dtype = pick_dtype(cfg['dtype'], proc.device)
+    proc.autocast = autocast_context(proc.device, proc.dtype)
+    proc.compile = pick_compile(cfg['compile'], proc.device)
+    proc.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], proc.device)
+    if proc.device.startswith('cuda'):
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
 
 @contextmanager
@@ -337,6 +350,7 @@ def process_group(cfg):
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
     if not proc.ddp:
         proc.device = pick_device(cfg['device'])
+        with_precision(proc, cfg)
         yield proc
         return
     import torch
@@ -346,6 +360,7 @@ def process_group(cfg):
     if proc.device.startswith('cuda'):
         torch.cuda.set_device(proc.device)
     init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
+    with_precision(proc, cfg)
     try:
         if cfg['gradient_accumulation_steps'] % proc.world_size:
             raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "

@@ -1,8 +1,12 @@
 """Probes: what the tying mechanism looks like while a model trains, measured on a batch and
 logged to metrics.csv (how much of a copying machine the model is), and pit's two matrices
-as an untied model would hold them."""
+as an untied model would hold them; and the Instruments object through which train.py carries them all."""
+
+import contextlib
 
 import torch
+
+from lib.optimizers import untie_head
 
 
 def copy_probe(logits, idx, targets):
@@ -28,27 +32,28 @@ def pit_matrices(model):
 
 
 class GradSources:
-    """Where the shared matrix's gradient comes from (issue: the 2026 probes), for one optimizer step:
-    grad_in, the norm of the part that comes through the input lookup, and grad_out, the norm of the
-    rest (the head's side). Used as a context around the step's forward and backward passes:
+    """Where the shared matrix's gradient comes from, for one optimizer step: grad_in, the norm of the part that
+    comes through the input lookup, and grad_out, the norm of the rest (the head's side). Used as a context
+    around the step's forward and backward passes:
 
-        with probe:                      # a forward hook on the lookup, while the step runs
-            ... forward, backward ...
-        probe.norms()                    # before clipping or the optimizer touch .grad
+        with probe:                      # hooks on the lookup and on the ends' weights, while the step runs
+            ... forward, backward, clip, step ...
+        probe.norms()                    # from what the hooks kept: any time before the next step
 
-    The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input
-    part is exactly that scatter, summed over the step's micro-batches, and the output part is
-    W.grad minus it. For `untied` the two are two matrices, and their own gradients' norms are
-    reported, so the columns compare across modes. With --input_grad_scale k both modes report the
-    input part as the matrix receives it, k times what the loss sends (the scale acts between the lookup
-    and the blocks), so grad_out / grad_in is the balance the optimizer sees. Costs one n x d buffer and a
-    scatter per micro-batch, and only on the steps it is used for."""
+    The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input part is
+    exactly that scatter, summed over the step's micro-batches, and the output part is the whole gradient minus
+    it. The whole gradient is kept as the backward pass hands it to W (a hook on the weight, before clipping and
+    the optimizer touch .grad), so the loop's step needs no hook of its own. For `untied` the two are two
+    matrices, and their own gradients' norms are reported, so the columns compare across modes. With
+    --input_grad_scale k both modes report the input part as the matrix receives it, k times what the loss sends
+    (the scale acts between the lookup and the blocks), so grad_out / grad_in is the balance the optimizer sees.
+    A float16 GradScaler's factor (scaler) is divided out. Costs two n x d buffers and a scatter per micro-batch,
+    and only on the steps it is used for."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, scaler=None):
+        self.model, self.scaler = model, scaler
         self.table = model.token_embedding_table
-        self.input_part = None
-        self._handle = None
+        self.input_part, self.whole, self._handles = None, {}, []
 
     def _on_lookup(self, module, inputs, output):
         if not output.requires_grad:
@@ -65,35 +70,82 @@ class GradSources:
             self.input_part = part if self.input_part is None else self.input_part + part
         output.register_hook(scatter)
 
+    def _keeper(self, name):
+        def keep(grad):  # what this backward pass adds to the weight's .grad: summed over the micro-batches
+            self.whole[name] = grad.float() if name not in self.whole else self.whole[name] + grad.float()
+            if self.scaler is not None and self.scaler.is_enabled():
+                self.grad_scale = self.scaler.get_scale()  # the factor of this backward pass, before update()
+        return keep
+
     def __enter__(self):
-        self.input_part = None
-        if self.model.is_tied:
-            self._handle = self.table.register_forward_hook(self._on_lookup)
+        self.input_part, self.whole, self.grad_scale = None, {}, 1.0
+        model = self.model
+        if model.is_tied:
+            self._handles.append(self.table.register_forward_hook(self._on_lookup))
+            self._handles.append(self.table.weight.register_hook(self._keeper('table')))
+        else:
+            self._handles += [self.table.weight.register_hook(self._keeper('table')),
+                              model.lm_head.weight.register_hook(self._keeper('head'))]
         return self
 
     def __exit__(self, *exc):
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
     @torch.no_grad()
-    def norms(self, grad_scale=1.0):
-        """(grad_in, grad_out) as floats, divided by grad_scale (a float16 GradScaler's factor, where the
-        step's gradients are still scaled)."""
-        model = self.model
-        if not model.is_tied:
-            grads = (model.token_embedding_table.weight.grad, model.lm_head.weight.grad)
-            return tuple(0.0 if g is None else g.float().norm().item() / grad_scale for g in grads)
-        full = model.token_embedding_table.weight.grad
-        if full is None:
+    def norms(self):
+        """(grad_in, grad_out) as floats."""
+        grad_scale, distributed = self.grad_scale, torch.distributed.is_available() and torch.distributed.is_initialized()
+        whole = dict(self.whole)
+        for name, grad in whole.items():
+            if distributed:  # as DDP averages .grad over the ranks
+                torch.distributed.all_reduce(grad)
+                grad /= torch.distributed.get_world_size()
+        if not self.model.is_tied:
+            return tuple(whole[name].norm().item() / grad_scale if name in whole else 0.0 for name in ('table', 'head'))
+        if 'table' not in whole:
             return 0.0, 0.0
-        full = full.float()
-        input_part = self.input_part if self.input_part is not None else torch.zeros_like(full)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            # DDP has averaged W.grad over the ranks; the scatter above saw this rank's batches only.
+        input_part = self.input_part if self.input_part is not None else torch.zeros_like(whole['table'])
+        if distributed:  # the scatter above saw this rank's batches only
             torch.distributed.all_reduce(input_part)
             input_part /= torch.distributed.get_world_size()
-        return input_part.norm().item() / grad_scale, (full - input_part).norm().item() / grad_scale
+        return input_part.norm().item() / grad_scale, (whole['table'] - input_part).norm().item() / grad_scale
+
+
+class Instruments:
+    """The research instruments a training run carries, each optional and attached here, in one place:
+    - the gradient-source probe (GradSources), on the steps the loop logs or evaluates: metrics.csv's grad_in and
+      grad_out;
+    - --untie_at: at that iteration the shared matrix becomes two (lib/optimizers.untie_head), and the loop wraps
+      the model again (compile and DDP fix their parameters when they wrap);
+    - pit's retraction of its token memory onto orthonormal columns after every optimizer step
+      (model.GPT.after_optimizer_step; nothing for the other modes).
+    The copy probe needs no attaching: the evaluation reads it from the logits it computes anyway (copy_probe)."""
+
+    def __init__(self, model, optimizer, scaler, cfg):
+        self.model, self.optimizer, self.cfg = model, optimizer, cfg
+        self.untie_iter = round(cfg['untie_at'] * cfg['max_iters']) if cfg['untie_at'] is not None else None
+        self.grad_sources = GradSources(model, scaler)
+        self.probed = False
+
+    def unties_now(self, iter_num):
+        """--untie_at: True at the iteration where the shared matrix is split (the loop then wraps the model)."""
+        if iter_num != self.untie_iter or not self.model.is_tied:
+            return False
+        untie_head(self.model, self.optimizer)
+        return True
+
+    def watching(self, probe):
+        """Around one optimizer step: the gradient-source probe where probe is true (on every DDP rank alike: its
+        all-reduce needs them all)."""
+        self.probed = probe
+        return self.grad_sources if probe else contextlib.nullcontext()
+
+    def after_step(self):
+        """After the optimizer's step: pit's retraction; (grad_in, grad_out) of a probed step, else None."""
+        self.model.after_optimizer_step()
+        return self.grad_sources.norms() if self.probed else None
 
 
 def linear_cka(X, Y):

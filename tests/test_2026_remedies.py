@@ -27,8 +27,8 @@ def steps(model, n_steps, seed=0, lr=3e-2, grad_clip=0.0, batches=2):
     for _ in range(n_steps):
         data = [(torch.randint(n, (4, T), generator=generator), torch.randint(n, (4, T), generator=generator))
                 for _ in range(batches)]
-        train.training_step(model, optimizer, scaler, data, torch.autocast('cpu', enabled=False), grad_clip,
-                            after_step=model.after_optimizer_step)
+        train.training_step(model, optimizer, scaler, data, torch.autocast('cpu', enabled=False), grad_clip)
+        model.after_optimizer_step()  # pit's retraction, as train.py's instruments run it
     return model
 
 

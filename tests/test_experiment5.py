@@ -16,7 +16,8 @@ import ablate
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lib import ablation_grid, ablation_report, run_files, run_results
-from lib.evaluation import EVAL_SEED_OFFSET, estimate_loss, recorded_eval_seed
+from lib.evaluation import EVAL_SEED_OFFSET, recorded_eval_seed
+from train import estimate_loss
 from lib.prepared_data import load_splits
 from model import GPT, GPTConfig
 

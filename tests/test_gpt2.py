@@ -21,6 +21,7 @@ from lib import prepared_data  # noqa: E402
 import prepare  # noqa: E402
 import sample  # noqa: E402
 import train  # noqa: E402
+from lib.training_run import make_model_config  # noqa: E402
 from lib.command_line import UserError  # noqa: E402
 from conftest import assert_one_line_error, gpt2_files_cached, run, tiny_corpus, tiny_train_args  # noqa: E402
 from lib import hf_gpt2  # noqa: E402
@@ -238,7 +239,7 @@ def test_export_round_trips_with_the_tie_declared(tie_mode, finetuned, hf_dir, b
     export.main([f'--out_dir={out_dir}', f'--to={target}'])
 
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
-    ours = GPT(train.make_model_config(dict(ckpt['model_args'])))
+    ours = GPT(make_model_config(dict(ckpt['model_args'])))
     ours.load_state_dict(ckpt['model'])
     theirs = hf_gpt2_class().from_pretrained(target).eval()
     tied = tie_mode == 'tied'
@@ -263,7 +264,7 @@ def test_export_folds_logit_scale_and_gives_a_bias_free_model_zero_biases(tiny_d
     export.main([f'--out_dir={out_dir}', f'--to={tmp_path}/hf'])
     theirs = hf_gpt2_class().from_pretrained(str(tmp_path / 'hf')).eval()
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
-    ours = GPT(train.make_model_config(dict(ckpt['model_args'])))
+    ours = GPT(make_model_config(dict(ckpt['model_args'])))
     ours.load_state_dict(ckpt['model'])
     biases = {k: v for k, v in theirs.named_parameters() if k.endswith('.bias')}
     assert biases and all(torch.count_nonzero(v) == 0 for v in biases.values())

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lib import prepared_data
-from lib.run_files import param_breakdown
+from lib.run_files import load_checkpoint, param_breakdown
 from lib.optimizers import Optimizers, untie_head
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
@@ -152,7 +152,7 @@ def test_sample_reads_an_untied_checkpoint(tiny_data, tmp_path):
     import sample
     out_dir = str(tmp_path)
     summary = run_training(tiny_data, out_dir, **UNTIE)
-    model = train.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'), 'cpu')
+    model = load_checkpoint(os.path.join(out_dir, 'ckpt.pt'), 'cpu')
     from lib.run_files import model_from_checkpoint
     loaded = model_from_checkpoint(model, os.path.join(out_dir, 'ckpt.pt'))
     for name, value in summary['model'].state_dict().items():

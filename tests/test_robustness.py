@@ -25,6 +25,7 @@ import torch
 from lib import prepared_data, run_files
 import prepare
 import train
+from lib.run_files import load_checkpoint
 from lib.command_line import UserError
 from conftest import (ENV, REPO_ROOT, assert_one_line_error, run, run_in_process, sigint_as_a_terminal_sends_it,
                       tiny_corpus, tiny_train_args, train_tiny_run)
@@ -41,7 +42,7 @@ def temp_files(folder):
 
 def load_and_build(path):
     """What a resume and sample.py do with a checkpoint: load it (torch.load, weights only) and build the model."""
-    ckpt = train.load_checkpoint(path, 'cpu')
+    ckpt = load_checkpoint(path, 'cpu')
     model = GPT(GPTConfig(**ckpt['model_args']))
     model.load_state_dict(ckpt['model'])
     assert all(torch.isfinite(value).all() for value in ckpt['model'].values())

@@ -12,6 +12,7 @@ import torch
 
 import sample
 import train
+from lib.run_files import load_checkpoint
 from conftest import REPO_ROOT, run_in_process, tiny_train_args
 
 # one xdist worker runs this module: its module fixtures are made once (pytest.ini)
@@ -98,8 +99,8 @@ def test_a_checkpoint_from_before_gelu_approx_resumes_with_the_exact_gelu(traine
     del ckpt['model_args']['gelu_approx']  # as written before the key existed
     del ckpt['model_args']['input_grad_scale']  # likewise, before the 2026 remedies
     torch.save(ckpt, tmp_path / 'ckpt.pt')
-    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['gelu_approx'] == 'none'
-    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['input_grad_scale'] == 1.0
+    assert load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['gelu_approx'] == 'none'
+    assert load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['input_grad_scale'] == 1.0
     run_training(tiny_data, str(tmp_path), max_iters=152, eval_interval=50, init_from='resume')
     resumed = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert resumed['iter_num'] == 152 and resumed['model_args']['gelu_approx'] == 'none'

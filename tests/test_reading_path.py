@@ -1,0 +1,65 @@
+"""The reading path stays readable: train.py is one story in NanoGPT's shape, short enough to read in a sitting,
+leaning on few of the project's names, with one optimizer step a reader can follow without opening anything else.
+Checked by parsing the files, so a change that breaks the shape fails here, not in a reviewer's patience."""
+import ast
+import os
+
+from conftest import REPO_ROOT
+
+OURS = ('lib', 'model')  # the project's own modules: lib.* and model
+
+
+def source(name):
+    with open(os.path.join(REPO_ROOT, name), encoding='utf-8') as f:
+        return f.read()
+
+
+def our_imports(tree):
+    """{module: [names]} of every `from <ours> import ...` at the top level."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split('.')[0] in OURS:
+            found.setdefault(node.module, []).extend(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            assert not any(alias.name.split('.')[0] in OURS for alias in node.names), 'import a name, not a module'
+    return found
+
+
+def test_train_py_is_at_most_300_lines():
+    assert len(source('train.py').splitlines()) <= 300
+
+
+def test_train_py_takes_at_most_15_names_from_at_most_8_of_our_modules():
+    imported = our_imports(ast.parse(source('train.py')))
+    assert len(imported) <= 8, sorted(imported)
+    assert sum(map(len, imported.values())) <= 15, imported
+
+
+def function(tree, name):
+    return next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def test_one_optimizer_step_is_at_most_30_lines_that_call_nothing_of_ours():
+    # forward to zero_grad in one function of train.py, calling only the model, the optimizer, the batch and torch:
+    # none of the names train.py takes from lib/ or model.py, so a reader follows it without opening another file.
+    tree = ast.parse(source('train.py'))
+    step = function(tree, 'training_step')
+    assert step.end_lineno - step.lineno + 1 <= 30
+    ours = {name for names in our_imports(tree).values() for name in names}
+    used = {node.id for node in ast.walk(step) if isinstance(node, ast.Name)}
+    assert used & ours == set()
+    calls = [ast.unparse(node.func) for node in ast.walk(step) if isinstance(node, ast.Call)]
+    for needed in ('model', 'backward', 'clip_grad_norm_', 'step', 'zero_grad'):
+        assert any(call == needed or call.endswith('.' + needed) for call in calls), needed
+
+
+def test_the_loop_calls_the_step_and_nothing_trains_outside_it():
+    # One training loop only: train() is the one place that steps an optimizer, through training_step.
+    tree = ast.parse(source('train.py'))
+    loop = function(tree, 'train')
+    calls = [ast.unparse(node.func) for node in ast.walk(loop) if isinstance(node, ast.Call)]
+    assert calls.count('training_step') == 1
+    assert not any(call.endswith(('.backward', '.zero_grad')) for call in calls)
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert [name for name in functions if 'train' in name and name not in ('train', 'parse_train_args')] == \
+        ['training_step']
