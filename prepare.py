@@ -74,6 +74,54 @@ CHOICES = dict(
 # -----------------------------------------------------------------------------
 # getting the text
 
+def main(argv):
+    config = parse_config(DEFAULTS, argv, CHOICES)
+    dataset, tokenizer = resolve_names(config)
+    if config["compact_vocab"] and tokenizer != "gpt2":
+        raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
+                        f"and dataset {dataset} is tokenized with {tokenizer}")
+    data_dir = os.path.join(config["out_dir"], dataset)
+    if tokenizer == "gpt2":
+        gpt2_encoding()  # fail on missing tiktoken files before any download
+    started = time.time()
+    try:
+        if config["input"]:
+            text, source_fields = read_text_file(config["input"])
+        else:
+            text, source_fields = load_default_corpus(config["source"], config["out_dir"])
+        print(f"corpus: {source_fields['source']}, {source_fields['source_bytes']:,} bytes, "
+              f"sha256 {source_fields['source_sha256']}")
+        print(f"        from {source_fields['source_location']}")
+
+        ids, vocab_size, tokenizer_fields = tokenize(text, tokenizer)
+        if config["compact_vocab"]:  # train and val together, so that every val token has a row too
+            ids, kept = compact_ids(ids)
+            vocab_size, tokenizer_fields = len(kept), dict(tokenizer_fields, bpe_ids=kept.tolist())
+        n_train = len(ids) * TRAIN_FRACTION_TENTHS // 10
+        if n_train == 0:
+            raise UserError(f"{source_fields['source']} is too small to split: {len(ids)} token(s), at least 2 needed")
+        meta = dict(dataset=dataset, tokenizer=tokenizer, vocab_size=vocab_size,
+                    dtype="uint16" if vocab_size <= 65535 else "uint32",
+                    train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields)
+        write_dataset(data_dir, ids, meta)
+    except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
+        where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
+        raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
+    except MemoryError as e:  # the whole text and its ids are held in memory
+        what = f"--input={config['input']}" if config['input'] else "the default corpus"
+        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: prepare.py holds the whole "
+                        f"text and its token ids in memory at once; use a smaller file or a machine with more "
+                        f"memory") from None
+
+    compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
+    print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
+    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
+    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+
+
+# ---------------------------------------------------------------- the helpers main calls: reading, the default
+# corpus and its fallback, tokenizing, the atomic write
+
 def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
@@ -271,49 +319,6 @@ def write_dataset(data_dir, ids, meta):
     atomic_write_bytes(meta_path, (json.dumps(meta, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def main(argv):
-    config = parse_config(DEFAULTS, argv, CHOICES)
-    dataset, tokenizer = resolve_names(config)
-    if config["compact_vocab"] and tokenizer != "gpt2":
-        raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
-                        f"and dataset {dataset} is tokenized with {tokenizer}")
-    data_dir = os.path.join(config["out_dir"], dataset)
-    if tokenizer == "gpt2":
-        gpt2_encoding()  # fail on missing tiktoken files before any download
-    started = time.time()
-    try:
-        if config["input"]:
-            text, source_fields = read_text_file(config["input"])
-        else:
-            text, source_fields = load_default_corpus(config["source"], config["out_dir"])
-        print(f"corpus: {source_fields['source']}, {source_fields['source_bytes']:,} bytes, "
-              f"sha256 {source_fields['source_sha256']}")
-        print(f"        from {source_fields['source_location']}")
-
-        ids, vocab_size, tokenizer_fields = tokenize(text, tokenizer)
-        if config["compact_vocab"]:  # train and val together, so that every val token has a row too
-            ids, kept = compact_ids(ids)
-            vocab_size, tokenizer_fields = len(kept), dict(tokenizer_fields, bpe_ids=kept.tolist())
-        n_train = len(ids) * TRAIN_FRACTION_TENTHS // 10
-        if n_train == 0:
-            raise UserError(f"{source_fields['source']} is too small to split: {len(ids)} token(s), at least 2 needed")
-        meta = dict(dataset=dataset, tokenizer=tokenizer, vocab_size=vocab_size,
-                    dtype="uint16" if vocab_size <= 65535 else "uint32",
-                    train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields)
-        write_dataset(data_dir, ids, meta)
-    except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
-        where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
-        raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
-    except MemoryError as e:  # the whole text and its ids are held in memory
-        what = f"--input={config['input']}" if config['input'] else "the default corpus"
-        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: prepare.py holds the whole "
-                        f"text and its token ids in memory at once; use a smaller file or a machine with more "
-                        f"memory") from None
-
-    compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
-    print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
-    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
-    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,67 @@ DEFAULTS = dict(
 SEPARATOR = '-' * 15
 
 
+def generate_samples(cfg):
+    """The samples as a list of strings, each the prompt followed by max_new_tokens new tokens."""
+    prompt = checked_prompt(cfg)  # every setting checked first: a mistake is one line
+    device = pick_device(cfg['device'])
+    dtype = pick_dtype(cfg['dtype'], device)
+    ckpt = None
+    if cfg['init_from'] == 'resume':
+        ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
+        meta = ckpt['meta']
+    else:
+        if cfg['out_dir'] != DEFAULTS['out_dir']:  # it would be ignored: the user asked for two models
+            raise UserError(f"--out_dir={cfg['out_dir']} names a run's checkpoint, but --init_from={cfg['init_from']} "
+                            f"samples that model instead; drop one of the two")
+        pretrained_args(cfg['init_from'])  # no GPT-2 by that name or in that folder: one line, before any note
+        meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
+    encode, decode = get_codec(meta)
+    ids = encode(prompt)  # UserError naming characters the vocabulary lacks
+    shape = model_shape(ckpt, cfg['init_from'])
+    if shape is not None:
+        check_memory(cfg, shape, len(ids), device, dtype)
+
+    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
+              f"smaller values")
+    with out_of_memory_is_user_error(advice):
+        if cfg['init_from'] == 'resume':
+            model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        else:
+            model = from_pretrained(cfg['init_from'])  # a hub name or a transformers folder
+        model.to(device).eval()
+        torch.manual_seed(cfg['seed'])
+        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
+        x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
+        with ctx:
+            out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'],
+                                 top_k=cfg['top_k'] or None)
+    return [decode(row.tolist()) for row in out]
+
+
+def main(argv):
+    for text in generate_samples(parse_config(DEFAULTS, argv)):
+        print(text)
+        print(SEPARATOR)
+
+
+# ---------------------------------------------------------------- the checks behind generate_samples: the prompt,
+# the model's shape, the memory sampling needs
+
+def checked_prompt(cfg):
+    """The prompt to continue, once every setting is checked."""
+    for key in ('num_samples', 'max_new_tokens', 'top_k'):
+        if cfg[key] < (1 if key == 'num_samples' else 0):
+            raise UserError(f"--{key} must be {'positive' if key == 'num_samples' else 'zero or more'}, got {cfg[key]}")
+    if not 0 <= cfg['temperature'] < float('inf'):  # nan fails this too
+        raise UserError(f"--temperature must be a finite number, zero or more, got {cfg['temperature']}")
+    check_seed(cfg['seed'])
+    prompt = read_prompt(cfg['start'])
+    if not prompt:
+        raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
+    return prompt
+
+
 def read_prompt(start):
     if not start.startswith('FILE:'):
         return start
@@ -91,58 +152,6 @@ def check_memory(cfg, shape, prompt_tokens, device, dtype):
                "not even one sample of one token fits here with this prompt; use a shorter one")
     raise UserError(f"sampling needs {short}, with --num_samples={cfg['num_samples']}, --max_new_tokens="
                     f"{cfg['max_new_tokens']} and a prompt of {prompt_tokens} token(s) on {device}; {allowed}")
-
-
-def generate_samples(cfg):
-    """The samples as a list of strings, each the prompt followed by max_new_tokens new tokens."""
-    for key in ('num_samples', 'max_new_tokens', 'top_k'):
-        if cfg[key] < (1 if key == 'num_samples' else 0):
-            raise UserError(f"--{key} must be {'positive' if key == 'num_samples' else 'zero or more'}, got {cfg[key]}")
-    if not 0 <= cfg['temperature'] < float('inf'):  # nan fails this too
-        raise UserError(f"--temperature must be a finite number, zero or more, got {cfg['temperature']}")
-    check_seed(cfg['seed'])
-    prompt = read_prompt(cfg['start'])
-    if not prompt:
-        raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
-    device = pick_device(cfg['device'])
-    dtype = pick_dtype(cfg['dtype'], device)
-    ckpt = None
-    if cfg['init_from'] == 'resume':
-        ckpt = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), device)
-        meta = ckpt['meta']
-    else:
-        if cfg['out_dir'] != DEFAULTS['out_dir']:  # it would be ignored: the user asked for two models
-            raise UserError(f"--out_dir={cfg['out_dir']} names a run's checkpoint, but --init_from={cfg['init_from']} "
-                            f"samples that model instead; drop one of the two")
-        pretrained_args(cfg['init_from'])  # no GPT-2 by that name or in that folder: one line, before any note
-        meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
-    encode, decode = get_codec(meta)
-    ids = encode(prompt)  # UserError naming characters the vocabulary lacks
-    shape = model_shape(ckpt, cfg['init_from'])
-    if shape is not None:
-        check_memory(cfg, shape, len(ids), device, dtype)
-
-    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
-              f"smaller values")
-    with out_of_memory_is_user_error(advice):
-        if cfg['init_from'] == 'resume':
-            model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
-        else:
-            model = from_pretrained(cfg['init_from'])  # a hub name or a transformers folder
-        model.to(device).eval()
-        torch.manual_seed(cfg['seed'])
-        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
-        x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
-        with ctx:
-            out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'],
-                                 top_k=cfg['top_k'] or None)
-    return [decode(row.tolist()) for row in out]
-
-
-def main(argv):
-    for text in generate_samples(parse_config(DEFAULTS, argv)):
-        print(text)
-        print(SEPARATOR)
 
 
 if __name__ == '__main__':
