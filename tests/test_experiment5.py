@@ -15,7 +15,8 @@ import torch
 import ablate
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
-from lib import ablation_grid, ablation_report, run_files, run_results
+from lab import ablation_grid, ablation_report, run_results
+from lib import run_files
 from lib.evaluation import EVAL_SEED_OFFSET, estimate_loss, recorded_eval_seed
 from lib.prepared_data import load_splits
 from model import GPT, GPTConfig

@@ -1,14 +1,14 @@
 """Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
 
-    python docs/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
-    python docs/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
-                                                      # (Zen 4): their own speed, and their commands' wall clock
-    python docs/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
-    python docs/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
-    python docs/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
-    python docs/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
-    python docs/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
-                                                      # gone); an error while a best lies on its edge
+    python lab/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
+    python lab/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
+                                                     # (Zen 4): their own speed, and their commands' wall clock
+    python lab/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
+    python lab/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
+    python lab/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
+    python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
+    python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
+                                                     # gone); an error while a best lies on its edge
 
 config/experiment7.sh runs all but the first two. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
@@ -69,7 +69,7 @@ def build(cfg, tie_mode, vocab_size=CORPUS['vocab_size']):
     """The run's model, on the meta device: its shapes and counts without its memory."""
     import torch
     import model
-    from lib.ablation_grid import model_config
+    from lab.ablation_grid import model_config
     with torch.device('meta'):
         return model.GPT(model_config(dict(cfg, tie_mode=tie_mode), vocab_size))
 
@@ -108,7 +108,7 @@ def counts(cfg, vocab_size=CORPUS['vocab_size']):
 def run_flops(cfg, shape, val_tokens=CORPUS['val_tokens'], scorings=1):
     """One run's arithmetic: its training steps, its evaluations (eval_iters batches of each split; a forward pass
     is a third of a training token's), the whole-split scoring of ckpt.pt, and Muon's steps. best.pt is scored
-    only where its weights differ from ckpt.pt's (lib/run_results.py), and is taken not to: in these short runs
+    only where its weights differ from ckpt.pt's (lab/run_results.py), and is taken not to: in these short runs
     the last evaluation is the best. Experiment 6's runs, the reference speed's, scored both (scorings=2)."""
     tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     evals = cfg['max_iters'] // cfg['eval_interval'] + 1 + (cfg['max_iters'] % cfg['eval_interval'] > 0)
@@ -299,7 +299,7 @@ def cost_shares():
 
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
-    from lib.ablation_figure import rate_cells
+    from lab.ablation_figure import rate_cells
     path = os.path.join(out_dir, 'summary.json')
     if not os.path.exists(path) and committed:
         # a machine without the sweep's runs (out-*/ is not committed) takes its rows from the committed summary
@@ -370,7 +370,7 @@ def main(argv):
         ends = at_the_ladders_end(untied, tied)
         if ends:
             raise SystemExit(f"{argv[1]}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
-                             f"optimum may lie beyond it; extend RUNGS in docs/experiment7_tables.py, then run its "
+                             f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                              f"sweep stage again")
         print(','.join(best_rows(untied, tied)))
     elif command in ('', '--timed'):
