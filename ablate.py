@@ -69,7 +69,7 @@ summary scores each run's best.pt on the whole validation split: "at the best po
 gives to "the next token is this token") is below twice repeat_rate (how often the validation text
 really repeats its token, what a calibrated model would give): from there on the model copies no
 more than the text calls for, within a factor 2. A tied model with identity blocks starts near
-copy_prob 1 (DESIGN.md, (*)); the other modes start near 1/n, which is below the line wherever
+copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is below the line wherever
 the text repeats more than one token in 2n.
 """
 

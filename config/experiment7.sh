@@ -8,7 +8,7 @@
 #   bash config/experiment7.sh confirm [SIZE...]  # five seeds, full length, at the default rates and each one's best
 #   bash config/experiment7.sh depth [SIZE...] # claim 19's deeper tied models (w128, w160): their rate, five seeds
 # A SIZE (w64, w96, w128, w160) names config/ladder_<SIZE>.py; without any, a stage covers every size it trains.
-# The follow-up (docs/experiment7.md, "What the runs can say"): stages run in this order, each from the last's
+# The follow-up (docs/experiment7.md, "What this cannot say"): stages run in this order, each from the last's
 # summaries, every run one that ablate.py skips when it is already finished:
 #   bash config/experiment7.sh control    # AdamW at w160, tied: x10/x30/x100 x warmup 25/100 x ends' decay, one seed
 #   bash config/experiment7.sh blocks     # the control's best cell with the blocks at 3e-4 and 3e-3

@@ -37,17 +37,18 @@ SEEDS = 5
 RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 9))
 # Each sweep starts around experiment 6's optima at width 128 (Muon: table x10, head x3, tied x10; AdamW: table
 # x100, x30 within 0.003 of it, head x3, tied x10) and reaches a rung lower for the tied matrix, which also serves as
-# the head: a head's best Adam rate is expected to fall with width (muP; DESIGN.md 2d). widen() moves any edge out.
+# the head: a head's best Adam rate is expected to fall with width (muP: Yang et al. 2022, arXiv 2203.03466).
+# widen() moves any edge out.
 GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
          'adamw': dict(embed=(30, 100, 300), head=(1, 3, 10), tied=(1, 3, 10, 30))}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 
-# The speed this estimate starts from (docs/experiment6.md, "Wall time"): experiment 6's full-length run, experiment
-# 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens under AdamW,
-# took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is taken to be
-# 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for the quick
-# start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the Zen 5 are
-# close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
+# The speed this estimate starts from (docs/experiment6.md, its wall time on the Zen 5): experiment 6's full-length
+# run, experiment 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens
+# under AdamW, took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is
+# taken to be 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for
+# the quick start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the
+# Zen 5 are close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
 # Estimates all: `bash config/experiment7.sh time`, then this script with --timed, replaces them with a measurement.
 REFERENCE = dict(config='recipe_bpe.py', vocab_size=11_706, val_tokens=33_803, seconds=80)
 SLOWER = (1.0, 1.5, 2.0)
@@ -239,7 +240,8 @@ def depth_match(cfg, vocab_size=CORPUS['vocab_size']):
 
 def depth_table():
     """Claim 19: each size's depth-matched tied model and the one a layer deeper (the depth stage trains DEEP's),
-    and experiment 5's shape on both corpora, where the issue's 12 tied layers against 4 untied come from."""
+    and experiment 5's shape on both corpora (4 untied layers; on its own 11,706 ids 12 tied layers are the layer
+    deeper)."""
     lines = ['| model | untied: layers, parameters, FLOPs per token | tied, as deep as fits | a layer deeper | '
              'FLOPs per token, tied as deep as fits | trained by |', '|---|---|---|---|---:|---|']
     cases = [(f'`{size}`', resolve(size), CORPUS['vocab_size'], f'`config/ladder_{size}_deep.py`' if size in DEEP else '')

@@ -8,8 +8,8 @@ windows. Then a layer's lens loss is the cross-entropy of head(ln_f(T_l(h_l))) o
 split. The last layer needs no translator: its lens loss is the model's own loss.
 
 The plain logit lens is the same with every translator left at the identity: it reads an early state as if it
-were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (DESIGN.md (*)) and the
-head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
+were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (docs/initial-loss.md,
+(*)) and the head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
 rather than what the layer knows; an untied head was never shaped to read layer 0 at all. A translator learns
 whatever basis each layer uses, so tied and untied models are compared on what their layers hold. Both are
 reported (tuned_lens.json in a run's folder, lab/run_results.lens_numbers).

@@ -1,4 +1,4 @@
-"""What experiment 5 (issue 24) needs from train.py and ablate.py: evaluation batches that do not depend on
+"""What experiment 5 (docs/experiment5.md) needs from train.py and ablate.py: evaluation batches that do not depend on
 the seed, best.pt kept beside ckpt.pt and scored on the whole validation split, the MODE_igsK rows of
 --input_grad_scale, the early grad_out / grad_in ratio, and old runs summarised with what they lack."""
 

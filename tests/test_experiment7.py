@@ -1,6 +1,6 @@
-"""Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span what the issue asks (claim 18),
-no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's grid
-holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
+"""Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span the table's share that claim 18
+is about, no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's
+grid holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
 what lab/experiment7_tables.py computes. Nothing here needs data/ or ../shared: the corpus's sizes are checked
 against data/ only where it has been prepared."""
 
