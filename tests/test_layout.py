@@ -156,3 +156,23 @@ def test_prepare_py_starts_without_importing_torch():
     result = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'False'
+
+
+@pytest.mark.parametrize('command', [['lab/experiment6_tables.py'], ['lab/experiment7_tables.py', 'sizes']])
+def test_the_lab_scripts_run_from_the_repository_root_as_the_docs_write_them(command):
+    # `python lab/NAME.py` puts lab/ first on sys.path, not the root: each script finds lib/, lab/ and docs/results/
+    # from its own location (lab/experiment7_results.py's run is tests/test_experiment7.py's)
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+
+
+def test_the_readme_layout_names_every_module_of_lib_and_lab():
+    with open(os.path.join(REPO_ROOT, 'README.md'), encoding='utf-8') as f:
+        layout = f.read().split('\n## Layout\n', 1)[1].split('\n## ', 1)[0]
+    modules = [path for path in our_modules().values() if os.path.basename(os.path.dirname(path)) in ('lib', 'lab')]
+    unnamed = sorted(os.path.relpath(path, REPO_ROOT) for path in modules
+                     if f'`{os.path.relpath(path, REPO_ROOT)}`' not in layout)
+    assert unnamed == []
