@@ -61,7 +61,7 @@ _igsK, its token lookup's gradient scaled by K (train.py --input_grad_scale=K), 
 times learning_rate (--embed_lr), _hY, an untied head's rate (--head_lr); e.g. --modes=untied,tied,tied_igs2
 or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then draws rate_sweep.png).
 --tuned_lens=ROWS (or all) has each of those rows' workers put its final checkpoint through the tuned lens
-(lib/tuned_lens.py, about a minute and a half a run) as it ends: a per-layer table and tuned_lens.png.
+(lab/tuned_lens.py, about a minute and a half a run) as it ends: a per-layer table and tuned_lens.png.
 Every run is evaluated on the same fixed batches, whatever its seed (train.py --eval_seed), and the
 summary scores each run's best.pt on the whole validation split: "at the best point" compares seeds.
 
@@ -69,7 +69,7 @@ summary scores each run's best.pt on the whole validation split: "at the best po
 gives to "the next token is this token") is below twice repeat_rate (how often the validation text
 really repeats its token, what a calibrated model would give): from there on the model copies no
 more than the text calls for, within a factor 2. A tied model with identity blocks starts near
-copy_prob 1 (DESIGN.md, (*)); the other modes start near 1/n, which is below the line wherever
+copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is below the line wherever
 the text repeats more than one token in 2n.
 """
 
@@ -81,18 +81,18 @@ import torch
 
 import train
 from lib import machine, run_files
-from lib.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
+from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
                                parse_row, recorded_config, untie_iter)
-from lib.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
-from lib.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
+from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
+from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.evaluation import recorded_eval_seed
-from lib.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
+from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
 from lib.progress import GridBar, say
 from lib.machine import pick_device, pick_dtype
 from lib.prepared_data import load_meta
-from lib.run_results import BucketData, bucket_numbers, lens_numbers, read_result
+from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
 # train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
@@ -102,14 +102,14 @@ DEFAULTS.update(
     out_dir='out-ablation',     # the ablation's folder: a folder per run, the summary and the figures
     log_interval=1,             # every step logged: the table's 1 % point and the curves' first steps need them
     modes=','.join(MODES),      # rows, comma separated, trained in this order: tie modes, tied_untie, each with
-                                # optional settings of its own (_igsK, _eX, _hY: lib/ablation_grid.py)
+                                # optional settings of its own (_igsK, _eX, _hY: lab/ablation_grid.py)
     seeds=1,                    # the runs use seed, seed+1, ..., seed+seeds-1
     quick=False,                # a tiny model and a few tens of iterations (QUICK below): seconds per row
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
     versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
     jobs=0,                     # runs side by side, each a process with its share of the cores as torch threads;
                                 # 0: one per CPU core (one on a GPU); 1: one after another in this process
-    tuned_lens='',              # rows (comma separated) whose final checkpoints get the tuned lens (lib/tuned_lens.py),
+    tuned_lens='',              # rows (comma separated) whose final checkpoints get the tuned lens (lab/tuned_lens.py),
                                 # about a minute a run, made by its worker as it ends; 'all' for every row
 )
 
@@ -258,7 +258,7 @@ def run_state(run_dir, wanted):
 
 
 def train_run(payload, progress):
-    """Train one run that this process has claimed (lib/grid_runner.py), printing into the run's train.log:
+    """Train one run that this process has claimed (lab/grid_runner.py), printing into the run's train.log:
     found finished by another process meanwhile, continued from its checkpoint, or started. Written last
     and atomically, result.json means the run is complete. Module-level: a worker process imports it."""
     mode, seed, run_cfg, with_lens = payload

@@ -1,7 +1,7 @@
 """
 The initial-loss table: for one model shape, every tie mode with emb_scale off/on and
 zero_init_residual off/on, the cross-entropy measured at initialisation next to the value
-predicted by DESIGN.md equation (*), generalised below.
+predicted by equation (*) of docs/initial-loss.md, generalised below.
 
     python init_loss.py                                  # GPT-2 small shape, about a minute on 2 CPU cores
     python init_loss.py --vocab_size=65 --n_embd=384 --n_layer=6 --n_head=6

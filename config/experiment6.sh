@@ -8,7 +8,7 @@
 #   bash config/experiment6.sh edges       # 5 more cells where a best stood on the grid's edge
 #   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 30 of them
 #   bash config/experiment6.sh lens        # experiment 5's AdamW untied and tied again, with the tuned lens
-#   bash config/experiment6.sh controls    # the expert reading's controls (issue 40): the ends' decay held per step
+#   bash config/experiment6.sh controls    # the expert reading's controls: the ends' decay held per step
 #                                          # or off at the best rates, and Muon's confirmation with q, k, v apart
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ sweep)
     base_sweep muon 0.3 3 ;;
 edges)  # where the sweep's best stood on its edge: the table's rate beyond x100, the base rate beyond x3
     # the x300 cell in a folder of its own beside untied (the same seed and data order as every cell; untied again
-    # checks that), merged into the sweep's tables and heat map by docs/experiment6_tables.py
+    # checks that), merged into the sweep's tables and heat map by lab/experiment6_tables.py
     python ablate.py config/ablate_bpe_rates.py --modes=untied,untied_e300_h3 --out_dir=out-exp6-rates-adamw-e300
     base_sweep adamw 10  # (AdamW's runs ignore the muon_lr it passes)
     base_sweep muon 10 ;;
@@ -41,9 +41,10 @@ confirm)  # the rows each config names come from the sweep's best cells
 lens)  # claim 17 at the default rates too: experiment 5's untied and tied under AdamW trained again (their
     # checkpoints are not kept) with the lens, which also checks that they reproduce on this machine
     python ablate.py config/ablate_bpe_2026.py --modes=untied,tied --tuned_lens=all --out_dir=out-exp6-lens-adamw ;;
-controls)  # a rate is also a decay (DESIGN.md 2c): at each best row, the ends' decay per step held at x1's
-    # (--ends_decay=per_step) or off (none), five seeds each; and Muon with each of q, k, v orthogonalised apart
-    # (--muon_qkv=split), its confirmation again with the tuned lens, then its decay controls on that footing
+controls)  # a rate is also a decay (docs/experiment6.md, "The controls"): at each best row, the ends' decay per
+    # step held at x1's (--ends_decay=per_step) or off (none), five seeds each; and Muon with each of q, k, v
+    # orthogonalised apart (--muon_qkv=split), its confirmation again with the tuned lens, then its decay controls on
+    # that footing
     for form in per_step none; do
         python ablate.py config/ablate_bpe_rates_confirm_adamw.py --modes=untied_e30_h3,tied_e10 --tuned_lens= \
             --ends_decay=$form --out_dir=out-exp6-decay-adamw-$form

@@ -8,7 +8,7 @@
 #   bash config/experiment7.sh confirm [SIZE...]  # five seeds, full length, at the default rates and each one's best
 #   bash config/experiment7.sh depth [SIZE...] # claim 19's deeper tied models (w128, w160): their rate, five seeds
 # A SIZE (w64, w96, w128, w160) names config/ladder_<SIZE>.py; without any, a stage covers every size it trains.
-# The follow-up (docs/experiment7.md, "What the runs can say"): stages run in this order, each from the last's
+# The follow-up (docs/experiment7.md, "What this cannot say"): stages run in this order, each from the last's
 # summaries, every run one that ablate.py skips when it is already finished:
 #   bash config/experiment7.sh control    # AdamW at w160, tied: x10/x30/x100 x warmup 25/100 x ends' decay, one seed
 #   bash config/experiment7.sh blocks     # the control's best cell with the blocks at 3e-4 and 3e-3
@@ -16,10 +16,10 @@
 #   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
 #   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: top two cells, 3 seeds; the pick, 5 fresh
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
-# The sizes, the grids and the lengths are docs/experiment7_tables.py's, which also estimates each stage's hours.
+# The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tables=docs/experiment7_tables.py
+tables=lab/experiment7_tables.py
 read -r -a sizes <<< "$(python $tables sizes)"
 read -r -a deep <<< "$(python $tables sizes deep)"
 adamw=" $(python $tables sizes adamw) "
@@ -47,7 +47,7 @@ sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each
 control_best() {  # the control's best tied cell: "MODE WARMUP DECAY" (each run's whole-split val loss, one seed)
     python - out-exp7-control-adamw-w160-* <<'PY'
 import json, os, sys
-from lib.ablation_grid import parse_row
+from lab.ablation_grid import parse_row
 cells = []
 for out in sys.argv[1:]:
     info = json.load(open(os.path.join(out, 'summary.json')))
@@ -61,8 +61,7 @@ PY
 top() {  # N OUT_DIR: each mode's N best cells of a sweep (from docs/results/ where OUT_DIR is gone), as rows
     python - "$@" <<'PY'
 import sys
-sys.path.insert(0, 'docs')
-from experiment7_tables import sweep_cells, best_rows
+from lab.experiment7_tables import sweep_cells, best_rows
 _, untied, tied = sweep_cells(sys.argv[2], committed=True)
 rows = []
 for k in range(int(sys.argv[1])):

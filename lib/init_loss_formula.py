@@ -1,4 +1,4 @@
-"""Equation (*) of DESIGN.md, generalised to every tie mode: the loss a freshly initialised model
+"""Equation (*) of docs/initial-loss.md, generalised to every tie mode: the loss a freshly initialised model
 should start at. init_loss.py sets it beside the measured loss; ablate.py beside each run's first step."""
 
 import math
@@ -7,7 +7,7 @@ import torch
 
 
 def predicted_initial_loss(cfg, token_std=None, position_std=None):
-    """Equation (*) of DESIGN.md, generalised to what this model has at its input and head.
+    """Equation (*) of docs/initial-loss.md, generalised to what this model has at its input and head.
 
     Let t be the token embedding's std (token_std if given, else init_std, or log(n)/d under
     small_init), s the input scale (sqrt(d) with emb_scale, else 1) and p the position

@@ -251,13 +251,14 @@ def autocast_context(device, dtype):
 
 
 def pick_compile(compile, device):
-    """'auto' turns torch.compile on for CUDA only: on CPUs it measured no faster (README, Performance)."""
+    """'auto' turns torch.compile on for CUDA only: on CPUs it measured no faster
+    (docs/performance.md, "torch.compile across a grid")."""
     return compile == "true" or (compile == "auto" and device.split(":")[0] == "cuda")
 
 
 def pick_pad_vocab(pad_vocab, device):
     """--pad_vocab as model.GPTConfig's pad_vocab_to: 64 (NanoGPT's multiple) or 1. 'auto' pads on CUDA only: an
-    H100 ran GPT-2 small 8 % faster with 50,304 rows than with 50,257 (issue 39); on a CPU bench.py measured it 2-11 %
+    H100 ran GPT-2 small 8 % faster with 50,304 rows than with 50,257; on a CPU bench.py measured it 2-11 %
     slower (the copy of W is not repaid), so it stays off there (docs/performance.md, "A padded vocabulary")."""
     on = pad_vocab == "true" or (pad_vocab == "auto" and device.split(":")[0] == "cuda")
     return 64 if on else 1

@@ -10,8 +10,8 @@ from lib.optimizers import untie_head
 
 
 def copy_probe(logits, idx, targets):
-    """How much of a copying machine the model is on one batch (DESIGN.md: at init a tied model
-    predicts "the next token is this token"). logits (B, T, n) for inputs idx (B, T) and next
+    """How much of a copying machine the model is on one batch (docs/initial-loss.md: at init a tied
+    model predicts "the next token is this token"). logits (B, T, n) for inputs idx (B, T) and next
     tokens targets (B, T). Returns the means over positions of
         copy_prob    the probability given to the current token, softmax(z)_i;
         repeat_rate  how often the next token really is the current one (what a perfect model gives it);
@@ -32,9 +32,9 @@ def pit_matrices(model):
 
 
 class GradSources:
-    """Where the shared matrix's gradient comes from, for one optimizer step: grad_in, the norm of the part that
-    comes through the input lookup, and grad_out, the norm of the rest (the head's side). Used as a context
-    around the step's forward and backward passes:
+    """Where the shared matrix's gradient comes from (docs/2026-remedies.md, "`grad_in` and `grad_out`"), for one
+    optimizer step: grad_in, the norm of the part that comes through the input lookup, and grad_out, the norm of the
+    rest (the head's side). Used as a context around the step's forward and backward passes:
 
         with probe:                      # hooks on the lookup and on the ends' weights, while the step runs
             ... forward, backward, clip, step ...

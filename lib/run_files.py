@@ -213,7 +213,7 @@ class RunFiles:
 
     def save_best(self, iter_num, raw_model, val_loss, meta):
         """Keep the weights of the best evaluation so far in best.pt (atomically, like the checkpoint), so that
-        "at the best point" can be scored later on the whole validation split (lib/run_results.py)."""
+        "at the best point" can be scored later on the whole validation split (lab/run_results.py)."""
         if not self.writes:
             return
         try:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ablate
-from lib import ablation_figure, ablation_grid, ablation_report, run_results
+from lab import ablation_figure, ablation_grid, ablation_report, run_results
 import train
 from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args
 from model import TIE_MODES

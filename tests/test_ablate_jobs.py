@@ -19,7 +19,7 @@ import torch
 
 import ablate
 from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args
-from lib import grid_runner, run_results
+from lab import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
 RUNS = [(mode, seed) for mode in ('untied', 'tied') for seed in (1337, 1338)]

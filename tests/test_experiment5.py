@@ -1,4 +1,4 @@
-"""What experiment 5 (issue 24) needs from train.py and ablate.py: evaluation batches that do not depend on
+"""What experiment 5 (docs/experiment5.md) needs from train.py and ablate.py: evaluation batches that do not depend on
 the seed, best.pt kept beside ckpt.pt and scored on the whole validation split, the MODE_igsK rows of
 --input_grad_scale, the early grad_out / grad_in ratio, and old runs summarised with what they lack."""
 
@@ -15,7 +15,8 @@ import torch
 import ablate
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
-from lib import ablation_grid, ablation_report, run_files, run_results
+from lab import ablation_grid, ablation_report, run_results
+from lib import run_files
 from lib.evaluation import EVAL_SEED_OFFSET, recorded_eval_seed
 from train import estimate_loss
 from lib.prepared_data import load_splits

@@ -1,5 +1,5 @@
 """Experiment 6's figures, as the README and docs/experiment6.md quote them, are the ones that
-docs/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe):
+lab/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe):
 a summary replaced, or a number typed by hand, fails here."""
 
 import contextlib
@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tables_module():
-    spec = importlib.util.spec_from_file_location('experiment6_tables', os.path.join(ROOT, 'docs', 'experiment6_tables.py'))
+    spec = importlib.util.spec_from_file_location('experiment6_tables', os.path.join(ROOT, 'lab', 'experiment6_tables.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,7 +1,7 @@
-"""Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span what the issue asks (claim 18),
-no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's grid
-holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
-what docs/experiment7_tables.py computes. Nothing here needs data/ or ../shared: the corpus's sizes are checked
+"""Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span the table's share that claim 18
+is about, no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's
+grid holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
+what lab/experiment7_tables.py computes. Nothing here needs data/ or ../shared: the corpus's sizes are checked
 against data/ only where it has been prepared."""
 
 import contextlib
@@ -19,14 +19,14 @@ import ablate
 import train
 from conftest import as_prose
 from lib import command_line
-from lib.ablation_figure import rate_cells
+from lab.ablation_figure import rate_cells
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope='module')
 def tables():
-    path = os.path.join(ROOT, 'docs', 'experiment7_tables.py')
+    path = os.path.join(ROOT, 'lab', 'experiment7_tables.py')
     spec = importlib.util.spec_from_file_location('experiment7_tables', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -183,7 +183,7 @@ def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
 
 @pytest.fixture
 def results(monkeypatch, tmp_path):
-    path = os.path.join(ROOT, 'docs', 'experiment7_results.py')
+    path = os.path.join(ROOT, 'lab', 'experiment7_results.py')
     spec = importlib.util.spec_from_file_location('experiment7_results', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -267,8 +267,8 @@ def test_a_deeper_model_trained_in_float32_is_measured_against_untied_trained_ag
 
 
 def test_the_doc_quotes_every_result_table_that_has_rows():
-    """Each committed stage's table, as docs/experiment7_results.py prints it, is in docs/experiment7.md."""
-    printed = subprocess.run([sys.executable, os.path.join('docs', 'experiment7_results.py')], cwd=ROOT,
+    """Each committed stage's table, as lab/experiment7_results.py prints it, is in docs/experiment7.md."""
+    printed = subprocess.run([sys.executable, os.path.join('lab', 'experiment7_results.py')], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
     with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
         doc = f.read()
@@ -298,7 +298,7 @@ def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results,
     every deeper model's difference from untied, and the prediction for GPT-2 small are in README's rows 18-19
     and in docs/experiment7.md."""
     monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
-    from lib.ablation_report import fmt_interval
+    from lab.ablation_report import fmt_interval
     quoted = []
     for optimizer, size, _, _, cost, _ in results.costs():
         quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')

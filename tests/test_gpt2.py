@@ -31,7 +31,7 @@ from model import GPT  # noqa: E402
 pytestmark = pytest.mark.xdist_group('gpt2')
 
 N_POSITIONS = 32
-TOL = 1e-4  # the bar for "the same logits" in float32
+TOL = 1e-4  # docs/gpt2-interop.md's bar for "the same logits" in float32
 
 
 def hf_gpt2_class():

@@ -1,5 +1,6 @@
-"""The house rules of the layout (issue: rooms named by what they hold, imports one way), checked
-by parsing every module's imports, the lazy ones inside functions included, so they stay true."""
+"""The house rules of the layout (rooms named by what they hold, imports one way, the lab apart from the
+reading path), checked by parsing every module's imports, the lazy ones inside functions included, so they
+stay true."""
 import ast
 import os
 
@@ -8,15 +9,17 @@ import pytest
 from conftest import REPO_ROOT
 
 SCRIPTS = ('train', 'sample', 'prepare', 'init_loss', 'ablate', 'bench', 'export')
+READING_PATH = ('train', 'sample', 'prepare')  # what a student reads top to bottom: never the lab's code
 MISC_NAMES = ('common', 'utils', 'util', 'helpers', 'misc', 'plumbing', 'stuff', 'shared')
 
 
 def our_modules():
-    """{module name: path} for model.py, the scripts and every lib/ module."""
+    """{module name: path} for model.py, the scripts and every lib/ and lab/ module."""
     modules = {name[:-3]: os.path.join(REPO_ROOT, name) for name in os.listdir(REPO_ROOT) if name.endswith('.py')}
-    lib = os.path.join(REPO_ROOT, 'lib')
-    modules.update({f'lib.{name[:-3]}': os.path.join(lib, name) for name in os.listdir(lib)
-                    if name.endswith('.py') and name != '__init__.py'})
+    for package in ('lib', 'lab'):
+        folder = os.path.join(REPO_ROOT, package)
+        modules.update({f'{package}.{name[:-3]}': os.path.join(folder, name) for name in os.listdir(folder)
+                        if name.endswith('.py') and name != '__init__.py'})
     return modules
 
 
@@ -53,6 +56,45 @@ def test_no_support_module_imports_a_script():
     upward = {(name, target) for name, targets in graph.items() if name.startswith('lib.')
               for target in targets if target in SCRIPTS}
     assert upward == set()
+
+
+def test_no_support_module_imports_the_lab():
+    graph = import_graph()
+    into_lab = {(name, target) for name, targets in graph.items() if name.startswith('lib.')
+                for target in targets if target.startswith('lab.')}
+    assert into_lab == set()
+
+
+def reachable(graph, start):
+    """Every module that importing start imports, directly or through others (start included)."""
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    return seen
+
+
+@pytest.mark.parametrize('script', READING_PATH)
+def test_the_reading_path_never_reaches_the_lab(script):
+    graph = import_graph()
+    assert 'lab.run_results' in reachable(graph, 'ablate')  # the walk does follow imports into lab/
+    assert sorted(name for name in reachable(graph, script) if name.startswith('lab.')) == []
+
+
+MAIN_JOB = tuple(script for script in SCRIPTS if script != 'ablate')  # ablate.py is the lab's own script
+
+
+def test_the_support_folder_holds_only_what_the_main_job_needs():
+    # Every lib/ module is reached from a main-job script; one that only ablate.py or a lab script reaches
+    # belongs in lab/. And no main-job script reaches lab/: a lab module the main job needed would belong in lib/.
+    graph = import_graph()
+    main_job = set().union(*(reachable(graph, script) for script in MAIN_JOB))
+    assert sorted(name for name in graph if name.startswith('lib.') and name not in main_job) == []
+    assert sorted(name for name in main_job if name.startswith('lab.')) == []
+    assert {'lab.grid_runner', 'lab.ablation_grid', 'lab.ablation_report', 'lab.ablation_figure', 'lab.run_results',
+            'lab.tuned_lens', 'lab.experiment6_tables', 'lab.experiment7_tables'} <= set(graph)
 
 
 def find_circle(graph):
@@ -100,7 +142,7 @@ def test_no_module_has_a_miscellaneous_name_and_each_says_what_it_holds():
 # model.py: NanoGPT's is about 330 lines; this one has nine tie modes, pit, the padded head and Muon's maps beside
 # their reasons, and 445 is where it must stop growing.
 @pytest.mark.parametrize('path, most', [('model.py', 445), ('train.py', 420), ('ablate.py', 550),
-                                        ('lib/ablation_report.py', 550), ('README.md', 350)])
+                                        ('lab/ablation_report.py', 550), ('README.md', 350)])
 def test_the_files_a_reader_starts_with_stay_short(path, most):
     with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
         assert len(f.read().splitlines()) <= most
@@ -114,3 +156,23 @@ def test_prepare_py_starts_without_importing_torch():
     result = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'False'
+
+
+@pytest.mark.parametrize('command', [['lab/experiment6_tables.py'], ['lab/experiment7_tables.py', 'sizes']])
+def test_the_lab_scripts_run_from_the_repository_root_as_the_docs_write_them(command):
+    # `python lab/NAME.py` puts lab/ first on sys.path, not the root: each script finds lib/, lab/ and docs/results/
+    # from its own location (lab/experiment7_results.py's run is tests/test_experiment7.py's)
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+
+
+def test_the_readme_layout_names_every_module_of_lib_and_lab():
+    with open(os.path.join(REPO_ROOT, 'README.md'), encoding='utf-8') as f:
+        layout = f.read().split('\n## Layout\n', 1)[1].split('\n## ', 1)[0]
+    modules = [path for path in our_modules().values() if os.path.basename(os.path.dirname(path)) in ('lib', 'lab')]
+    unnamed = sorted(os.path.relpath(path, REPO_ROOT) for path in modules
+                     if f'`{os.path.relpath(path, REPO_ROOT)}`' not in layout)
+    assert unnamed == []

@@ -164,7 +164,7 @@ AVX2_ONLY = dict(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
 
 
 def test_an_avx2_cap_makes_auto_pick_float32_in_a_fresh_process():
-    # The settings that turn any AVX-512 machine into an AVX2-only one for torch (issue: --dtype=auto
+    # The settings that turn any AVX-512 machine into an AVX2-only one for torch (a bug once: --dtype=auto
     # used to read avx512_bf16 from /proc/cpuinfo and run emulated bf16 here).
     code = "from lib import machine; print(machine.cpu_has_native_bf16(), machine.pick_dtype('auto', 'cpu'))"
     result = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

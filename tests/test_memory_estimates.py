@@ -1,5 +1,5 @@
 """Every size a user gives is refused by the project's own estimate, before anything is allocated, whatever the
-machine's memory (issue 39): on a machine with more memory than a request asks for, an allocator that
+machine's memory: on a machine with more memory than a request asks for, an allocator that
 overcommits (Linux's vm.overcommit_memory=1, usual on GPU servers) says yes to it, and the process grows until the
 kernel's OOM killer ends it without a word. So these tests pretend the machine has 24 GiB, 2 TiB, or more than
 any request here (lib.machine.device_memory), and fail the test if a model is built before the refusal.

@@ -1,6 +1,6 @@
 """A named input that does not exist (a dataset, a file, a folder) is one line naming it, exit code 2 and
 nothing written, never silently replaced by a default; where a fallback is the documented behaviour, it is
-announced on a line of its own (issue 23, item 4)."""
+announced on a line of its own (docs/robustness.md, "Fallbacks are said, never taken silently")."""
 
 import json
 

@@ -10,7 +10,8 @@ import torch
 import ablate
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
-from lib import ablation_grid, optimizers
+from lab import ablation_grid
+from lib import optimizers
 from lib.command_line import UserError
 from model import GPT, GPTConfig
 

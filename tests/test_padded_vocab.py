@@ -1,7 +1,8 @@
-"""--pad_vocab (issue 39, item 4): the head's matmul padded to a multiple of 64 rows, for the GPU's sake. Everything
-a user sees must be that of the real vocabulary: logits, losses, gradients and so training, the tie, pit's U,
-samples, checkpoints, the initial-loss table and the GPT-2 export. Each comparison is padded against unpadded from
-the same seed, and a record of the matmul's shapes shows that the padding did take place."""
+"""--pad_vocab (docs/performance.md, "A padded vocabulary"): the head's matmul padded to a multiple of 64 rows, for
+the GPU's sake. Everything a user sees must be that of the real vocabulary: logits, losses, gradients and so
+training, the tie, pit's U, samples, checkpoints, the initial-loss table and the GPT-2 export. Each comparison is
+padded against unpadded from the same seed, and a record of the matmul's shapes shows that the padding did take
+place."""
 
 import importlib.util
 import math

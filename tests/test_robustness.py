@@ -1,5 +1,5 @@
 """
-Robustness end to end (issue 6): every bad input gets one clear line and exit code 2 without
+Robustness end to end (docs/robustness.md): every bad input gets one clear line and exit code 2 without
 a traceback, and no interruption (Ctrl-C, SIGKILL, a non-finite loss, a full disk, a killed
 prepare.py) loses saved work. Every test runs the real scripts as subprocesses.
 docs/robustness.md lists each case, what the user sees, and the test that covers it.

@@ -1,4 +1,4 @@
-"""The tuned lens (lib/tuned_lens.py): identity blocks make every layer's lens the final loss, a random model's
+"""The tuned lens (lab/tuned_lens.py): identity blocks make every layer's lens the final loss, a random model's
 lenses lie near log n, a trained model's fall with depth, and a tied model's logit lens at layer 0 is the copy
 machine of (*) that the translator undoes."""
 
@@ -9,7 +9,8 @@ import torch
 
 import train
 from conftest import tiny_train_args
-from lib import prepared_data, run_results, tuned_lens
+from lab import run_results, tuned_lens
+from lib import prepared_data
 from model import GPT, GPTConfig
 
 # one torch thread (conftest.py); one xdist worker for the module, whose fixtures are then made once (pytest.ini)

@@ -8,15 +8,15 @@ windows. Then a layer's lens loss is the cross-entropy of head(ln_f(T_l(h_l))) o
 split. The last layer needs no translator: its lens loss is the model's own loss.
 
 The plain logit lens is the same with every translator left at the identity: it reads an early state as if it
-were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (DESIGN.md (*)) and the
-head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
+were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (docs/initial-loss.md,
+(*)) and the head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
 rather than what the layer knows; an untied head was never shaped to read layer 0 at all. A translator learns
 whatever basis each layer uses, so tied and untied models are compared on what their layers hold. Both are
-reported (tuned_lens.json in a run's folder, lib/run_results.lens_numbers).
+reported (tuned_lens.json in a run's folder, lab/run_results.lens_numbers).
 
 For one finished run (about a minute for experiment 5's BPE model on one thread):
 
-    from lib.tuned_lens import tuned_lens_of_run
+    from lab.tuned_lens import tuned_lens_of_run
     print(tuned_lens_of_run('out-ablation-bpe-2026/tied-seed1337'))  # {'tuned': [...], 'logit': [...], ...}
 """
 

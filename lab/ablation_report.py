@@ -10,12 +10,12 @@ import re
 import shlex
 import statistics
 
-from lib.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
+from lab.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
-from lib.grid_runner import LOG_FILE
+from lab.grid_runner import LOG_FILE
 from lib.evaluation import recorded_eval_seed
-from lib.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
+from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
                              alignment_numbers, bucket_numbers, lens_keys, lens_numbers, number, read_metrics, read_result,
                              run_numbers)
@@ -457,7 +457,7 @@ def lens_lines(info):
     if not lensed:
         return []
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
-    lines = ["", "Tuned lens (lib/tuned_lens.py, final checkpoint, whole validation split): each layer's loss through "
+    lines = ["", "Tuned lens (lab/tuned_lens.py, final checkpoint, whole validation split): each layer's loss through "
                  "an affine translator trained, with the model frozen, to match the final distribution; the last "
                  "layer is the model itself:", ""]
     lines += table_lines(info, names, lensed, lambda cells, i: fmt(cells[f'lens_tuned_{i}'], '{:.3f}', ''))

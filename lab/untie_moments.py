@@ -1,4 +1,4 @@
-"""python docs/untie_moments.py   (from the repository root, after experiment 5's prepare.py command)
+"""python lab/untie_moments.py   (from the repository root, after experiment 5's prepare.py command)
 
 After --untie_at the token table keeps AdamW moments built from both gradient sources. How long
 does its update keep pointing along the head's? Experiment 5's BPE model (config/recipe_bpe.py's shape), tied at the

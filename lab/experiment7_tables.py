@@ -1,14 +1,14 @@
 """Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
 
-    python docs/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
-    python docs/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
-                                                      # (Zen 4): their own speed, and their commands' wall clock
-    python docs/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
-    python docs/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
-    python docs/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
-    python docs/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
-    python docs/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
-                                                      # gone); an error while a best lies on its edge
+    python lab/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
+    python lab/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
+                                                     # (Zen 4): their own speed, and their commands' wall clock
+    python lab/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
+    python lab/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
+    python lab/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
+    python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
+    python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
+                                                     # gone); an error while a best lies on its edge
 
 config/experiment7.sh runs all but the first two. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
@@ -37,17 +37,18 @@ SEEDS = 5
 RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 9))
 # Each sweep starts around experiment 6's optima at width 128 (Muon: table x10, head x3, tied x10; AdamW: table
 # x100, x30 within 0.003 of it, head x3, tied x10) and reaches a rung lower for the tied matrix, which also serves as
-# the head: a head's best Adam rate is expected to fall with width (muP; DESIGN.md 2d). widen() moves any edge out.
+# the head: a head's best Adam rate is expected to fall with width (muP: Yang et al. 2022, arXiv 2203.03466).
+# widen() moves any edge out.
 GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
          'adamw': dict(embed=(30, 100, 300), head=(1, 3, 10), tied=(1, 3, 10, 30))}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 
-# The speed this estimate starts from (docs/experiment6.md, "Wall time"): experiment 6's full-length run, experiment
-# 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens under AdamW,
-# took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is taken to be
-# 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for the quick
-# start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the Zen 5 are
-# close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
+# The speed this estimate starts from (docs/experiment6.md, its wall time on the Zen 5): experiment 6's full-length
+# run, experiment 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens
+# under AdamW, took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is
+# taken to be 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for
+# the quick start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the
+# Zen 5 are close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
 # Estimates all: `bash config/experiment7.sh time`, then this script with --timed, replaces them with a measurement.
 REFERENCE = dict(config='recipe_bpe.py', vocab_size=11_706, val_tokens=33_803, seconds=80)
 SLOWER = (1.0, 1.5, 2.0)
@@ -69,7 +70,7 @@ def build(cfg, tie_mode, vocab_size=CORPUS['vocab_size']):
     """The run's model, on the meta device: its shapes and counts without its memory."""
     import torch
     import model
-    from lib.ablation_grid import model_config
+    from lab.ablation_grid import model_config
     with torch.device('meta'):
         return model.GPT(model_config(dict(cfg, tie_mode=tie_mode), vocab_size))
 
@@ -108,7 +109,7 @@ def counts(cfg, vocab_size=CORPUS['vocab_size']):
 def run_flops(cfg, shape, val_tokens=CORPUS['val_tokens'], scorings=1):
     """One run's arithmetic: its training steps, its evaluations (eval_iters batches of each split; a forward pass
     is a third of a training token's), the whole-split scoring of ckpt.pt, and Muon's steps. best.pt is scored
-    only where its weights differ from ckpt.pt's (lib/run_results.py), and is taken not to: in these short runs
+    only where its weights differ from ckpt.pt's (lab/run_results.py), and is taken not to: in these short runs
     the last evaluation is the best. Experiment 6's runs, the reference speed's, scored both (scorings=2)."""
     tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     evals = cfg['max_iters'] // cfg['eval_interval'] + 1 + (cfg['max_iters'] % cfg['eval_interval'] > 0)
@@ -239,7 +240,8 @@ def depth_match(cfg, vocab_size=CORPUS['vocab_size']):
 
 def depth_table():
     """Claim 19: each size's depth-matched tied model and the one a layer deeper (the depth stage trains DEEP's),
-    and experiment 5's shape on both corpora, where the issue's 12 tied layers against 4 untied come from."""
+    and experiment 5's shape on both corpora (4 untied layers; on its own 11,706 ids 12 tied layers are the layer
+    deeper)."""
     lines = ['| model | untied: layers, parameters, FLOPs per token | tied, as deep as fits | a layer deeper | '
              'FLOPs per token, tied as deep as fits | trained by |', '|---|---|---|---|---:|---|']
     cases = [(f'`{size}`', resolve(size), CORPUS['vocab_size'], f'`config/ladder_{size}_deep.py`' if size in DEEP else '')
@@ -299,7 +301,7 @@ def cost_shares():
 
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
-    from lib.ablation_figure import rate_cells
+    from lab.ablation_figure import rate_cells
     path = os.path.join(out_dir, 'summary.json')
     if not os.path.exists(path) and committed:
         # a machine without the sweep's runs (out-*/ is not committed) takes its rows from the committed summary
@@ -370,7 +372,7 @@ def main(argv):
         ends = at_the_ladders_end(untied, tied)
         if ends:
             raise SystemExit(f"{argv[1]}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
-                             f"optimum may lie beyond it; extend RUNGS in docs/experiment7_tables.py, then run its "
+                             f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                              f"sweep stage again")
         print(','.join(best_rows(untied, tied)))
     elif command in ('', '--timed'):

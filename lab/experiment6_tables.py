@@ -1,19 +1,20 @@
 """The tables of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
 
-    python docs/experiment6_tables.py            # prints the markdown tables
-    python docs/experiment6_tables.py --figures  # and redraws docs/exp6_rates_{adamw,muon}.png from them
+    python lab/experiment6_tables.py            # prints the markdown tables
+    python lab/experiment6_tables.py --figures  # and redraws docs/exp6_rates_{adamw,muon}.png from them
 
-Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lib/ablation_report),
+Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lab/ablation_report),
 on the whole validation split at the end of training ('end') and at each run's best.pt ('best point')."""
 
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from lib.ablation_report import fmt_interval, mean_std, welch_interval  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from lab.ablation_report import fmt_interval, mean_std, welch_interval  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+RESULTS = os.path.join(ROOT, 'docs', 'results')
 
 
 def summary(name):
@@ -38,7 +39,7 @@ def diff(a, b, key):
 def sweep_summary(optimizer):
     """The half-length sweep's summary, with the cells the edges stage trained in a folder of their own
     (experiment6-rates-OPTIMIZER-e300: the same seed and data order as every cell) merged in."""
-    from lib.ablation_grid import parse_row
+    from lab.ablation_grid import parse_row
 
     def cell_of(row):  # untied_e1_h1 and untied are the same cell
         parsed = parse_row(row)
@@ -55,7 +56,7 @@ def sweep_summary(optimizer):
 
 def sweep_table(info):
     """The half-length sweep: untied's cells as a grid (embed rate down, head rate across), tied's as a row."""
-    from lib.ablation_figure import rate_cells
+    from lab.ablation_figure import rate_cells
     untied, tied = rate_cells(info)
     embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
     best = min(untied, key=untied.get)
@@ -79,7 +80,7 @@ def main(figures=False):
             continue
         info = sweep_summary(optimizer)
         if figures:
-            from lib.ablation_figure import plot_rate_sweep
+            from lab.ablation_figure import plot_rate_sweep
             plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
         lines, best, low = sweep_table(info)
         out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']

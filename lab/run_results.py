@@ -8,7 +8,7 @@ import os
 import statistics
 
 from lib import run_files
-from lib.ablation_grid import model_config
+from lab.ablation_grid import model_config
 from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
@@ -300,7 +300,7 @@ def alignment_numbers(run_dir, untied_dir):
 
 
 # Claim 17 (Lopardo et al. 2026): does tying make the early layers contribute less to the prediction? The
-# tuned lens of a run's final checkpoint (lib/tuned_lens.py): per layer (0: the embedding's output, then each
+# tuned lens of a run's final checkpoint (lab/tuned_lens.py): per layer (0: the embedding's output, then each
 # block's), the whole-split loss through a trained translator ('tuned') and through none ('logit'), and the
 # tuned loss minus the run's own ('gap': how far that layer still is from the final prediction).
 LENS_FILE = 'tuned_lens.json'  # in the run's folder, reused while ckpt.pt is unchanged
@@ -314,7 +314,7 @@ def lens_numbers(run_dir, cfg):
     """The lens_keys of one run's ckpt.pt: from LENS_FILE when it describes that file there now, else by training
     its translators (on cfg's device, about a minute on one thread for experiment 5's BPE model) and writing it.
     None for every key where the run has no checkpoint."""
-    from lib import tuned_lens
+    from lab import tuned_lens
     ckpt_path = os.path.join(run_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
         return dict.fromkeys(lens_keys(cfg['n_layer']))

@@ -1,11 +1,11 @@
 """Experiment 7's results (docs/experiment7.md), computed from the summaries committed under docs/results/
 (experiment7-STAGE-OPTIMIZER-SIZE, each a copy of the out-exp7-... folder's summary.json and summary.md):
 
-    python docs/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
-    python docs/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size
+    python lab/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
+    python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size
 
 A stage whose summaries are not committed yet is left out of its table, which says what it lacks. The ladder,
-the plan and the parameter counts are docs/experiment7_tables.py's; every loss is the whole validation split at
+the plan and the parameter counts are lab/experiment7_tables.py's; every loss is the whole validation split at
 the end of training, every difference one setting's seeds minus another's with a 95 % interval by Welch's t
 (bold where it excludes zero), as in experiments 5 and 6.
 """
@@ -16,13 +16,13 @@ import math
 import os
 import sys
 
-DOCS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(DOCS))
-sys.path.insert(0, DOCS)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, 'docs')
+sys.path.insert(0, ROOT)
 
-import experiment6_tables  # noqa: E402
-import experiment7_tables as plan  # noqa: E402
-from lib.ablation_report import fmt_interval, t_975, welch_interval  # noqa: E402
+from lab import experiment6_tables  # noqa: E402
+from lab import experiment7_tables as plan  # noqa: E402
+from lab.ablation_report import fmt_interval, t_975, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
 KEY = 'val_loss_all'
@@ -45,7 +45,7 @@ def summary(name):
 
 def best_of(sweep):
     """A sweep summary's best rows, (untied's, tied's) as the confirmation names them; None for a side it lacks."""
-    from lib.ablation_figure import rate_cells
+    from lab.ablation_figure import rate_cells
     untied, tied = rate_cells(sweep)
     rows = plan.best_rows(untied, tied)
     return (rows[0] if untied else None), (rows[-1] if tied else None)
@@ -53,7 +53,7 @@ def best_of(sweep):
 
 def rate(row):
     """'untied_e10_h3' -> '×10, ×3'; 'tied_e3' -> '×3'; the default rows -> '×1'."""
-    from lib.ablation_grid import parse_row
+    from lab.ablation_grid import parse_row
     parsed = parse_row(row)
     rates = [parsed.embed_mult or 1.0] + ([parsed.head_mult or 1.0] if parsed.tie_mode == 'untied' else [])
     return ', '.join(f'×{r:g}' for r in rates)
@@ -231,7 +231,7 @@ def prediction():
 def best_rates():
     """{optimizer: [(width, tied's rate, untied's table rate, untied's head rate)]} from each committed sweep,
     rates as multiples of learning_rate, smallest width first."""
-    from lib.ablation_grid import parse_row
+    from lab.ablation_grid import parse_row
     found = {}
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
@@ -249,7 +249,7 @@ def plot_costs(path=FIGURE):
     and at each one's best, per optimizer, with each best-rate line carried to GPT-2 small. Right: the sweeps'
     best rates against width, beside muP's expectation under Adam (an embedding's rate constant in width, an
     output layer's falling as 1/width). False where there is nothing to draw."""
-    from lib.ablation_figure import pyplot, save
+    from lab.ablation_figure import pyplot, save
     plt, found = pyplot(), costs()
     if plt is None or not found:
         return False

@@ -5,9 +5,9 @@ the seeds' range shaded. Each returns False, drawing nothing, where matplotlib i
 import math
 import statistics
 
-from lib.ablation_grid import UNTIE_ROW
+from lab.ablation_grid import UNTIE_ROW
 from lib.atomic_files import atomic_path
-from lib.run_results import EARLY_FRACTION
+from lab.run_results import EARLY_FRACTION
 
 
 def pyplot():
@@ -212,7 +212,7 @@ def plot_gradient_sources(path, curves, info):
 def rate_cells(info, key='val_loss_all'):
     """Experiment 6's sweep read from an ablation's rows: ({(embed x, head x): loss} of untied rows, {embed x: loss}
     of tied rows), the rates as multiples of learning_rate (a row without _eX/_hY at 1), mean over seeds."""
-    from lib.ablation_grid import parse_row
+    from lab.ablation_grid import parse_row
     untied, tied = {}, {}
     for mode, cells in info['modes'].items():
         row, loss = parse_row(mode), cells.get(key, {}).get('mean')
