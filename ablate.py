@@ -87,7 +87,7 @@ from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, pl
 from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
-from lib.evaluation import recorded_eval_seed
+from lab.evaluation import recorded_eval_seed
 from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
 from lib.progress import GridBar, say
 from lib.machine import pick_device, pick_dtype

@@ -14,7 +14,7 @@ from lab.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
 from lab.grid_runner import LOG_FILE
-from lib.evaluation import recorded_eval_seed
+from lab.evaluation import recorded_eval_seed
 from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
                              alignment_numbers, bucket_numbers, lens_keys, lens_numbers, number, read_metrics, read_result,
