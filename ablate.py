@@ -88,6 +88,7 @@ from lab.ablation_report import markdown, read_other_summary, summarize, versus_
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
 from lab.evaluation import recorded_eval_seed
+from lab.floor import floors
 from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
 from lib.progress import GridBar, say
 from lib.machine import pick_device, pick_dtype
@@ -363,6 +364,9 @@ def ablate(cfg, argv=()):
         raise failed
 
     csv_rows, info, curves = summarize(cfg, runs, meta['vocab_size'], list(argv))
+    # What counting alone scores on the same validation split: where the models stand against a bigram
+    info['floor'] = floors(os.path.join(cfg['data_dir'], cfg['dataset']), cfg['max_iters'],
+                           cfg['batch_size'] * cfg['gradient_accumulation_steps'], cfg['block_size'], cfg['seed'])
     if done['trained'] or done['resumed']:  # the threads above are this process's, not its workers'
         info['machine'] += (f"; this command trained its runs {done['jobs']} at a time, {done['threads']} torch "
                             f"thread(s) each" if done['jobs'] > 1 else "; this command trained its runs one after "

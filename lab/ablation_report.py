@@ -1,5 +1,6 @@
-"""An ablation's report: mean and spread over seeds, Welch intervals against untied (or another
-ablation), the markdown tables of summary.md, summary.json and runs.csv, and the loss-curve figure."""
+"""An ablation's report: mean and spread over seeds, intervals against untied (or another ablation) paired by seed
+beside Welch's, the floor that counting alone reaches (lab/floor.py), the markdown tables of summary.md,
+summary.json and runs.csv, and the loss-curve figure."""
 
 import csv
 import json
@@ -15,6 +16,7 @@ from lib.atomic_files import atomic_path
 from lib.command_line import UserError
 from lab.grid_runner import LOG_FILE
 from lab.evaluation import recorded_eval_seed
+from lab.floor import floor_lines
 from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
                              alignment_numbers, bucket_numbers, lens_keys, lens_numbers, number, read_metrics, read_result,
@@ -52,6 +54,22 @@ def t_975(df):
     return T_975[lo - 1] + (df - lo) * (T_975[hi - 1] - T_975[lo - 1])
 
 
+def paired_interval(a, b):
+    """The mean of the per-seed differences a[i] - b[i] and its 95 % confidence interval by Student's t on n - 1
+    degrees of freedom: (difference, low, high); low and high are None with fewer than two pairs. For runs that
+    share their seed's data order and evaluation batches (every row of an ablation, and ablations with the same
+    seeds and eval_seed), whatever the seed does to both runs cancels in the difference. A pair with None on
+    either side is left out."""
+    diffs = [x - y for x, y in zip(a, b) if x is not None and y is not None]
+    if not diffs:
+        return None, None, None
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return mean, None, None
+    half = t_975(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return mean, mean - half, mean + half
+
+
 def welch_interval(a, b):
     """mean(a) - mean(b) and its 95 % confidence interval by Welch's t (the seeds of two modes, unequal
     variances): (difference, low, high); low and high are None with fewer than two seeds a side."""
@@ -77,19 +95,19 @@ VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3
 
 
-def differences(cells, base):
-    """{key: (difference, low, high)}: one mode's cells minus another's (base), seeds against seeds, over the
-    VERSUS_UNTIED columns. A key with no value on either side (an empty bucket, runs from before grad_norm,
-    a summary.json older than the column) is left out."""
-    return {key: interval for key in VERSUS_UNTIED if key in cells and key in base
-            and (interval := welch_interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
+def differences(cells, base, interval=paired_interval):
+    """{key: (difference, low, high)}: one mode's cells minus another's (base), seed by seed (paired_interval) or
+    seed set against seed set (welch_interval), over the VERSUS_UNTIED columns. A key with no value on either side
+    (an empty bucket, runs from before grad_norm, a summary.json older than the column) is left out."""
+    return {key: found for key in VERSUS_UNTIED if key in cells and key in base
+            and (found := interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
-def versus_row(table, base):
+def versus_row(table, base, interval=paired_interval):
     """{mode: {key: (difference, low, high)}} against the base row (untied, tied), where there is one."""
     if base not in table:
         return {}
-    return {mode: differences(cells, table[base]) for mode, cells in table.items() if mode != base}
+    return {mode: differences(cells, table[base], interval) for mode, cells in table.items() if mode != base}
 
 
 # The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
@@ -120,11 +138,16 @@ def versus_other(info, out_dir):
     (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
     that the table says what the difference is the effect of."""
     other = read_other_summary(out_dir)
-    modes = {mode: differences(cells, other['modes'][mode]) for mode, cells in info['modes'].items()
+    # The same seeds and evaluation batches on both sides: the runs pair seed by seed, as within one ablation.
+    paired = other.get('seeds') == info['seeds'] and other.get('eval_seeds') == info.get('eval_seeds')
+    interval = paired_interval if paired else welch_interval
+    modes = {mode: differences(cells, other['modes'][mode], interval) for mode, cells in info['modes'].items()
              if mode in other['modes']}
+    welch = {mode: differences(cells, other['modes'][mode], welch_interval) for mode, cells in info['modes'].items()
+             if mode in other['modes']} if paired else None
     differs = {key: [value, other['config'].get(key)] for key, value in info['config'].items()
                if key not in ABLATE_KEYS and other['config'].get(key) != value}
-    return dict(out_dir=out_dir, differs=differs, modes=modes)
+    return dict(out_dir=out_dir, differs=differs, modes=modes, paired=paired, welch=welch)
 
 
 # The line every process that trains a run writes first into its log (ablate.train_run): where and in what
@@ -250,7 +273,10 @@ def summarize(cfg, runs, vocab_size, argv):
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
         versus_untied=versus_row(table, 'untied'),
+        versus_untied_welch=versus_row(table, 'untied', welch_interval),
         versus_tied={mode: diffs for mode, diffs in versus_row(table, 'tied').items() if mode != 'untied'},
+        versus_tied_welch={mode: diffs for mode, diffs in versus_row(table, 'tied', welch_interval).items()
+                           if mode != 'untied'},
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
@@ -296,11 +322,26 @@ def table_lines(info, headers, modes, cell):
     return lines
 
 
-def versus_table(info, columns, versus):
-    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]."""
-    return table_lines(info, [header for _, header in columns], versus,
-                       lambda cells, i: fmt_interval(*cells.get(columns[i][0], (None, None, None)),
-                                                     decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
+# How a difference table's intervals are made, for its heading: paired where the seeds pair the runs.
+PAIRED = ("mean of the per-seed differences, [95 % interval by Student's t on n - 1 degrees of freedom: each seed "
+          "gives both rows the same data order and evaluation batches, so the runs pair] and, after it, Welch's "
+          "interval, which ignores the pairing; **bold** where the paired interval excludes zero")
+WELCH = "mean over seeds, [95 % interval by Welch's t]; **bold** where the interval excludes zero"
+
+
+def versus_table(info, columns, versus, welch=None):
+    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]; with welch (the same
+    shape), each cell is the paired interval followed by Welch's."""
+    def cell(cells, i):
+        key = columns[i][0]
+        decimals = DIFF_DECIMALS.get(key, 3)
+        text = fmt_interval(*cells.get(key, (None, None, None)), decimals=decimals)
+        other = (welch or {}).get(cells.get('_mode'), {}).get(key)
+        if other and other[1] is not None:
+            text += f" (Welch [{other[1]:+.{decimals}f}, {other[2]:+.{decimals}f}])"
+        return text
+    return table_lines(info, [header for _, header in columns],
+                       {mode: dict(cells, _mode=mode) for mode, cells in versus.items()}, cell)
 
 
 def markdown(info):
@@ -323,6 +364,8 @@ def markdown(info):
     ]
     lines += table_lines(info, [header for _, header, _ in COLUMNS], info['modes'],
                          lambda cells, i: fmt(cells[COLUMNS[i][0]], COLUMNS[i][2], COLUMNS[i][0]))
+    if info.get('floor'):
+        lines += ["", *floor_lines(info['floor'])]
     repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
               else "not measured: these runs predate the copy probe")
     untie = ""
@@ -332,9 +375,10 @@ def markdown(info):
                  "a head of its own from there on (its params count both matrices); the other rows never untie. ")
     versus = info.get('versus_untied')
     if versus:
-        lines += ["", "Difference from untied (mode minus untied, mean over seeds, [95 % interval by Welch's t]; "
-                      "**bold** where the interval excludes zero):", ""]
-        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED], versus)
+        welch = info.get('versus_untied_welch')
+        lines += ["", f"Difference from untied (mode minus untied, {PAIRED if welch else WELCH}):", ""]
+        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED], versus,
+                              welch)
     has_buckets = any(cells[key]['mean'] is not None
                       for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
     if has_buckets:
@@ -347,12 +391,12 @@ def markdown(info):
                              lambda cells, i: fmt(cells[BUCKET_COLUMNS[i][0]], BUCKET_COLUMNS[i][2],
                                                   BUCKET_COLUMNS[i][0]))
         if versus:
-            lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
-            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus)
+            lines += ["", f"The same, mode minus untied ({PAIRED if welch else WELCH}):", ""]
+            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus, welch)
     if info.get('versus_tied'):
-        lines += ["", "Difference from tied (mode minus tied, mean over seeds, [95 % interval by Welch's t]; **bold** "
-                      "where the interval excludes zero):", ""]
-        lines += versus_table(info, list(VERSUS_TIED), info['versus_tied'])
+        welch_tied = info.get('versus_tied_welch')
+        lines += ["", f"Difference from tied (mode minus tied, {PAIRED if welch_tied else WELCH}):", ""]
+        lines += versus_table(info, list(VERSUS_TIED), info['versus_tied'], welch_tied)
     if info.get('runs_without_best') is not None:
         lines += best_point_lines(info, versus)
     lines += gradient_source_lines(info)
@@ -371,11 +415,11 @@ def markdown(info):
     other = info.get('versus_other')
     if other:
         differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
-        lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode (mean over seeds, [95 % interval by "
-                      f"Welch's t]; **bold** where it excludes zero); the settings that differ: "
-                      f"{differs or 'none'}:", ""]
+        lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode "
+                      f"({PAIRED if other.get('paired') else WELCH + ': the two have other seeds or evaluation batches'})"
+                      f"; the settings that differ: {differs or 'none'}:", ""]
         lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS + BUCKET_COLUMNS
-                                     if key in VERSUS_UNTIED], other['modes'])
+                                     if key in VERSUS_UNTIED], other['modes'], other.get('welch'))
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -419,8 +463,9 @@ def best_point_lines(info, versus):
                              info['modes'], lambda cells, i: fmt(cells[BEST_BUCKET_COLUMNS[i][0]],
                                                                  BEST_BUCKET_COLUMNS[i][2], BEST_BUCKET_COLUMNS[i][0]))
         if versus:
-            lines += ["", "The same, mode minus untied [95 % interval by Welch's t]:", ""]
-            lines += versus_table(info, [(key, header) for key, header, _ in BEST_BUCKET_COLUMNS], versus)
+            welch = info.get('versus_untied_welch')
+            lines += ["", f"The same, mode minus untied ({PAIRED if welch else WELCH}):", ""]
+            lines += versus_table(info, [(key, header) for key, header, _ in BEST_BUCKET_COLUMNS], versus, welch)
     eval_seeds = info['eval_seeds']
     lines += ["", (f"Every run was evaluated on the same fixed batches (eval_seed {eval_seeds[0]}), whatever its "
                    f"seed and mode." if len(eval_seeds) == 1 else
@@ -466,10 +511,11 @@ def lens_lines(info):
     if 'untied' in lensed:
         base = lensed['untied']
         lines += ["", "How far each layer still is from its run's own final loss (tuned lens minus final loss), mode "
-                      "minus untied [95 % interval by Welch's t]; positive: that layer holds less of the final "
+                      "minus untied [95 % interval of the per-seed differences by Student's t: the seeds pair the "
+                      "runs]; positive: that layer holds less of the final "
                       "prediction than untied's does:", ""]
         lines += table_lines(info, names[:-1], {mode: cells for mode, cells in lensed.items() if mode != 'untied'},
-                             lambda cells, i: fmt_interval(*welch_interval(cells[f'lens_gap_{i}']['per_seed'],
+                             lambda cells, i: fmt_interval(*paired_interval(cells[f'lens_gap_{i}']['per_seed'],
                                                                            base[f'lens_gap_{i}']['per_seed'])))
     return lines
 
