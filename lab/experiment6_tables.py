@@ -12,7 +12,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from lab.ablation_report import fmt_interval, mean_std, welch_interval  # noqa: E402
+from lab.ablation_report import fmt_interval, mean_std, paired_interval, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'docs', 'results')
 
@@ -31,9 +31,24 @@ def cell(source, row, key):
     return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
+def paired(a, b, key):
+    """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
+    seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
+    (source_a, row_a), (source_b, row_b) = a, b
+    if source_a['seeds'] == source_b['seeds'] and source_a.get('eval_seeds') == source_b.get('eval_seeds'):
+        return paired_interval(source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed'])
+    return welch_interval(seeds(*a, key), seeds(*b, key))
+
+
 def diff(a, b, key):
-    """(source, row) minus (source, row), over seeds."""
-    return fmt_interval(*welch_interval(seeds(*a, key), seeds(*b, key)))
+    """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
+    which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
+    text = fmt_interval(*paired(a, b, key))
+    _, low, high = welch_interval(seeds(*a, key), seeds(*b, key))
+    (source_a, _), (source_b, _) = a, b
+    if source_a['seeds'] == source_b['seeds'] and low is not None:
+        text += f" (Welch [{low:+.3f}, {high:+.3f}])"
+    return text
 
 
 def sweep_summary(optimizer):

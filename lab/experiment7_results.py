@@ -6,8 +6,11 @@
 
 A stage whose summaries are not committed yet is left out of its table, which says what it lacks. The ladder,
 the plan and the parameter counts are lab/experiment7_tables.py's; every loss is the whole validation split at
-the end of training, every difference one setting's seeds minus another's with a 95 % interval by Welch's t
-(bold where it excludes zero), as in experiments 5 and 6.
+the end of training, every difference the mean of one setting's per-seed differences from another's with a 95 %
+interval by Student's t on n - 1 degrees of freedom (the seeds pair the runs: each seed gives both the same data
+order and evaluation batches), bold where it excludes zero, and Welch's interval, which ignores the pairing, beside
+it (lab/experiment6_tables.diff). Each table also says where its models stand against the floor that counting
+alone reaches on the same validation split (lab/floor.py) and how many tokens each parameter saw.
 """
 
 import functools
@@ -22,12 +25,18 @@ sys.path.insert(0, ROOT)
 
 from lab import experiment6_tables  # noqa: E402
 from lab import experiment7_tables as plan  # noqa: E402
-from lab.ablation_report import fmt_interval, t_975, welch_interval  # noqa: E402
+from lab.ablation_report import fmt_interval, t_975  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
 KEY = 'val_loss_all'
 seeds = functools.partial(experiment6_tables.seeds, key=KEY)  # a row's per-seed losses, as experiment 6 reads them
 cell = functools.partial(experiment6_tables.cell, key=KEY)    # and its 'mean ± std'
+paired = functools.partial(experiment6_tables.paired, key=KEY)  # (a, b): (diff, low, high), by seed where they pair
+diff = functools.partial(experiment6_tables.diff, key=KEY)      # the same as text, with Welch's interval beside it
+# The floor under every run of the ladder: the works' validation split, and one run's 200 x 16 windows of 65 tokens
+# (python lab/floor.py; every size reads the same windows, so one floor serves the ladder).
+FLOOR = dict(bigram_whole=4.747, bigram_run=5.073, unigram_whole=6.388)
+RUN_TOKENS = 200 * 16 * 64  # the tokens a full-length run trains on
 FIGURE = os.path.join(DOCS, 'experiment7_cost.png')
 # GPT-2 small as released: 124 M parameters tied, its 50,257 x 768 table 31 % of them. The prediction is for
 # its shape, trained as this ladder is (the recipe's batch is not GPT-2's, and nor is the corpus).
@@ -88,27 +97,30 @@ def costs():
             untied_best, tied_best = best_of(sweep)
             # a confirmation committed with its best rows only (its default rows still training) has no default cost
             ran_defaults = {'untied', 'tied'} <= set(confirm['modes'])
-            cost = dict(default=welch_interval(seeds(confirm, 'tied'), seeds(confirm, 'untied')) if ran_defaults else None,
-                        best=welch_interval(seeds(confirm, tied_best), seeds(confirm, untied_best)))
+            cost = dict(default=paired((confirm, 'tied'), (confirm, 'untied')) if ran_defaults else None,
+                        best=paired((confirm, tied_best), (confirm, untied_best)))
             found.append((optimizer, size, confirm, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
     return found
 
 
 def cost_table():
     """Stage 2 (claim 18): tying's cost at each size, five seeds, full length."""
-    lines = ['| size | parameters, tied / untied | table share, tied | optimizer | untied, default | tied, default | '
-             'tied − untied, default rates | untied, its best | tied, its best | tied − untied, each at its best |',
-             '|---|---:|---:|---|---:|---:|---:|---:|---:|---:|']
+    lines = ['| size | parameters, tied / untied | tokens a parameter, tied | table share, tied | optimizer | untied, '
+             'default | tied, default | tied − untied, default rates | untied, its best | tied, its best | tied − untied, '
+             'each at its best | best model − bigram floor (whole split; one run\'s windows) |',
+             '|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|']
     for optimizer, size, confirm, c, cost, (untied_best, tied_best) in costs():
         # the ladder trained on a Zen 4 in bf16 autocast; a confirmation run on a CPU without native bf16 says so
         # in its summary ('trained_on', from its runs' logs), and its row says float32
         precision = ', float32' if 'in float32' in confirm.get('trained_on', '') else ''
-        defaults = ((cell(confirm, 'untied'), cell(confirm, 'tied'), fmt_interval(*cost['default']))
+        defaults = ((cell(confirm, 'untied'), cell(confirm, 'tied'), diff((confirm, 'tied'), (confirm, 'untied')))
                     if cost['default'] else ('not run',) * 3)
-        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {c['share']:.0%} | "
-                     f"{optimizer}{precision} | {' | '.join(defaults)} | "
+        best = min(sum(seeds(confirm, row)) / len(seeds(confirm, row)) for row in (untied_best, tied_best))
+        lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {RUN_TOKENS / c['tied']:.3f} | "
+                     f"{c['share']:.0%} | {optimizer}{precision} | {' | '.join(defaults)} | "
                      f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
-                     f"{fmt_interval(*cost['best'])} |")
+                     f"{diff((confirm, tied_best), (confirm, untied_best))} | "
+                     f"{best - FLOOR['bigram_whole']:+.3f}; {best - FLOOR['bigram_run']:+.3f} |")
     return lines
 
 
@@ -123,8 +135,8 @@ def check_table():
         for row in (check or {}).get('modes', {}):
             lines.append(f"| `{size}` | {optimizer} | {rate(tied_best)} {cell(sweep, tied_best)}, {rate(row)} "
                          f"{cell(sweep, row)} | {cell(confirm, tied_best)} | {cell(check, row)} | "
-                         f"{fmt_interval(*cost['best'])} | "
-                         f"{fmt_interval(*welch_interval(seeds(check, row), seeds(confirm, untied_best)))} |")
+                         f"{diff((confirm, tied_best), (confirm, untied_best))} | "
+                         f"{diff((check, row), (confirm, untied_best))} |")
     return lines
 
 
@@ -160,8 +172,8 @@ def depth_results():
         lines.append(f"| `{size}` | {deep_cfg['n_layer']}, {more['tied'] / 1e6:.2f} M | {base_cfg['n_layer']}, "
                      f"{base['untied'] / 1e6:.2f} M | {more['flops'] / base['flops']:.2f} | {cell(deep, row)} "
                      f"({rate(row)}{', float32' if crossed else ''}) | "
-                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(reference, untied_best)))} | "
-                     f"{fmt_interval(*welch_interval(seeds(deep, row), seeds(confirm, tied_best)))}{' (bf16)' if crossed else ''} |")
+                     f"{diff((deep, row), (reference, untied_best))} | "
+                     f"{diff((deep, row), (confirm, tied_best))}{' (bf16)' if crossed else ''} |")
     return lines
 
 
@@ -179,7 +191,7 @@ def precision_table():
             continue
         untied_best, _ = best_of(sweep)
         lines.append(f"| `{size}` | {rate(untied_best)} | {cell(confirm, untied_best)} | {cell(again, untied_best)} | "
-                     f"{fmt_interval(*welch_interval(seeds(again, untied_best), seeds(confirm, untied_best)))} |")
+                     f"{diff((again, untied_best), (confirm, untied_best))} |")
     return lines
 
 
@@ -219,13 +231,24 @@ def prediction():
     found = costs()
     for optimizer in plan.OPTIMIZERS:
         for rates in ('default', 'best'):
-            points = [(c['tied'], cost[rates][0]) for o, _, _, c, cost, _ in found if o == optimizer and cost[rates]]
+            points = [(c['tied'], accepted(o, size, confirm, untied_best) if rates == 'best' else cost[rates][0])
+                      for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]]
             line = fit(points)
             if line is not None:
                 slope, _, predict = line
                 lines.append(f"| {optimizer} | {'default' if rates == 'default' else 'each at its best'} | "
                              f"{len(points)} | {slope:+.3f} | {fmt_interval(*predict(target['tied']))} |")
     return lines
+
+
+def accepted(optimizer, size, confirm, untied_best):
+    """A size's cost at the best rates as the text accepts it: where the selection's check found that a full-length
+    run prefers the sweep's runner-up for tied (experiment7-check-OPTIMIZER-SIZE), tied at that rate, not at the rate
+    the one-seed half-length sweep picked; elsewhere the confirmation's own best rows."""
+    check = summary(f'experiment7-check-{optimizer}-{size}')
+    if check is None:
+        return paired((confirm, best_of(summary(f'experiment7-sweep-{optimizer}-{size}'))[1]), (confirm, untied_best))[0]
+    return min(paired((check, row), (confirm, untied_best))[0] for row in check['modes'])
 
 
 def best_rates():
@@ -267,7 +290,8 @@ def plot_costs(path=FIGURE):
             label = f"{optimizer}, {'default rates' if rates == 'default' else 'each at its best'}"
             ax.errorbar(xs, ys, yerr=err, fmt=marker + ('-' if rates == 'best' else '--'), color=colour,
                         mfc=colour if rates == 'best' else 'white', capsize=3, label=label)
-            line = fit([(n, d) for n, (d, _, _) in points])
+            line = fit([(c['tied'], accepted(o, size, confirm, untied_best))
+                        for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]])
             if line is not None and rates == 'best':
                 y, lo, hi = line[2](target)
                 ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
