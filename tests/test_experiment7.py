@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ import pytest
 
 import ablate
 import train
-from conftest import as_prose
+from conftest import assert_quoted, findings_row, markdown_block, quoted_keys
 from lib import command_line
 from lib.ablation_figure import rate_cells
 
@@ -293,25 +294,87 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
     assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
 
 
-def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result(results, monkeypatch):
-    """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate,
-    every deeper model's difference from untied, and the prediction for GPT-2 small are in README's rows 18-19
-    and in docs/experiment7.md."""
-    monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
+# Where each of claims 18 and 19's numbers stands and what stands beside it: (block's start) -> [(phrase, clause,
+# sentence)], as in tests/test_experiment6.py (conftest.assert_quoted): the phrase with its numbers in the block, and
+# clause (sentence), where given, in the phrase's clause (sentence). Each size's number is bound to its size by name
+# (w64) or by its place in a list the phrase spells out (from w64 to w160), each optimizer's by its sentence.
+README_QUOTES = {
+    18: [('at the default rates {muon_w64_default}, {muon_w96_default}, {muon_w128_default}, {muon_w160_default}',
+          None, 'under Muon'),
+         ('each at its best {muon_w64_best}, {muon_w96_best} ({muon_w96_check} with tied at ×10, the rate a '
+          'full-length run prefers), {muon_w128_best}, {muon_w160_best}', None, 'under Muon'),
+         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
+          'under Muon'),
+         ('at the smallest size {adamw_w64_default} at the default rates and {adamw_w64_best} each at its best', None,
+          'Under AdamW'),
+         ('at the largest {adamw_w160_default} at the default rates and {adamw_w160_best} each at its best', None,
+          'Under AdamW')],
+    19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
+         ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
+         ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
+}
+DOC = os.path.join('docs', 'experiment7.md')
+DOC_QUOTES = {
+    "* **At the default rates tying's cost falls as the model grows**":
+        [('{muon_w64_default} at w64', None, None), ('{muon_w96_default} at w96', None, None),
+         ('{muon_w128_default} at w128', None, None), ('{muon_w160_default} at w160', None, None)],
+    '* **Each at its best rates the cost shows no trend with size**':
+        [('{muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to w160', None, None),
+         ('there the cost is {muon_w96_check}', None, 'Its check, tied at ×10')],
+    'Under AdamW for every matrix':
+        [('{adamw_w64_best} at w64', 'each at its best rates', None),
+         ('{adamw_w160_best} at w160', 'each at its best rates', None),
+         ('{adamw_w64_default} at w64', 'at the default rates', None),
+         ('{adamw_w160_default} at w160', 'at the default rates', None)],
+    '* **At w128 the deeper tied model loses**':
+        [('{deeper_w128_untied} with 20 tied layers (6.43 M) against 8 untied', None, None),
+         ('worse than the 8-layer tied model too ({deeper_w128_tied})', None, None)],
+    '* **At w160 it loses by the same amount**':
+        [('{deeper_w160_untied} with 30 tied layers (12.34 M) against 20 untied', None, None),
+         ('({deeper_w160_tied})', None, 'Against the 20-layer tied model')],
+    '**The prediction, written down on':
+        [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
+         ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
+}
+INTERVAL = re.compile(r'\*{0,2}[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\]\*{0,2}')
+
+
+def claim_18_and_19_numbers(results):
+    """{'muon_w96_best': interval, ...}: every committed confirmation's cost at the default and the best rates, each
+    check's cost at the runner-up rate, every deeper model against untied and against tied, and the lines carried to
+    GPT-2 small."""
     from lib.ablation_report import fmt_interval
-    quoted = []
+    numbers = {}
     for optimizer, size, _, _, cost, _ in results.costs():
-        quoted += [(f'{optimizer} {size} {rates}', fmt_interval(*cost[rates])) for rates in ('default', 'best')
-                   if cost[rates]]
-    assert quoted, 'no confirmation committed'
-    quoted += [(f'check {row.split()[1]}', row.split(' | ')[-1].rstrip(' |')) for row in results.check_table()[2:]]
-    quoted += [(f'deeper {row.split()[1]}', row.split(' | ')[-2]) for row in results.depth_results()[2:]]
-    quoted += [(f'GPT-2 small, {row.split(" | ")[0]} {row.split(" | ")[1]}', row.split(' | ')[-1].rstrip(' |'))
-               for row in results.prediction() if row.startswith('| muon') or row.startswith('| adamw')]
-    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
-        readme = ' '.join(f.read().split())
-    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
-        doc = ' '.join(f.read().split())
-    for what, interval in quoted:
-        assert as_prose(interval) in readme, f"README does not quote {what}: {as_prose(interval)}"
-        assert as_prose(interval) in doc, f"docs/experiment7.md does not quote {what}: {as_prose(interval)}"
+        numbers.update({f'{optimizer}_{size}_{rates}': fmt_interval(*cost[rates]) for rates in ('default', 'best')
+                        if cost[rates]})
+    for row in results.check_table()[2:]:
+        cells = row.strip('| ').split(' | ')
+        numbers[f"{cells[1]}_{cells[0].strip('`')}_check"] = cells[-1]
+    for row in results.depth_results()[2:]:
+        cells = row.strip('| ').split(' | ')
+        size = cells[0].strip('`')
+        numbers[f'deeper_{size}_untied'], numbers[f'deeper_{size}_tied'] = (INTERVAL.search(cell).group()
+                                                                            for cell in cells[-2:])
+    for row in results.prediction():
+        if row.startswith(('| muon', '| adamw')):
+            cells = row.strip('| ').split(' | ')
+            numbers[f"gpt2_{cells[0]}_{'default' if cells[1] == 'default' else 'best'}"] = cells[-1]
+    return numbers
+
+
+def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(results, monkeypatch):
+    """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate, every
+    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in README's row
+    18 or 19 and in docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
+    monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
+    numbers = claim_18_and_19_numbers(results)
+    assert any(key.endswith('_best') for key in numbers), 'no confirmation committed'
+    for quotes, block_of, name in ((README_QUOTES, findings_row, 'README row'),
+                                   (DOC_QUOTES, lambda start: markdown_block(DOC, start), DOC)):
+        for start, phrases in quotes.items():
+            block = block_of(start)
+            for phrase, clause, sentence in phrases:
+                assert_quoted(block, f'{name} {start!r}', phrase, numbers, clause, sentence)
+        assert quoted_keys(*(p for phrases in quotes.values() for p in phrases)) == set(numbers), \
+            f"{name} quotes a number the summaries do not give, or leaves one out"
