@@ -31,6 +31,8 @@ size a test asks for is left to the machine's allocator (test_memory_estimates.p
 
 import hashlib
 import os
+import re
+import string
 import subprocess
 import sys
 import tempfile
@@ -289,7 +291,6 @@ FINDINGS = 'README.md'
 def markdown_block(path, start):
     """The one Markdown block of REPO_ROOT/path whose text starts with `start` (a table row, a list item with its
     continuation lines, a heading or a paragraph), its whitespace collapsed to single spaces as a reader sees it."""
-    import re
     with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
         lines = [line.strip() for line in f.read().splitlines()]
     blocks, current = [], []
@@ -354,7 +355,6 @@ def assert_quoted(block, where, phrase, numbers, clause=None, sentence=None):
 
 def quoted_keys(*phrases):
     """The number keys the phrases (strings, or tuples whose first item is one) name."""
-    import string
     return {field for phrase in phrases for _, field, _, _ in string.Formatter().parse(
         phrase[0] if isinstance(phrase, tuple) else phrase) if field}
 

@@ -1,6 +1,7 @@
 """Experiment 6's figures, as the README and docs/experiment6.md quote them, are the ones that
-docs/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe):
-a summary replaced, or a number typed by hand, fails here."""
+docs/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe),
+each in its claim's row or verdict beside its setting's label: a summary replaced, a number typed by hand, or one
+set beside another setting's label, fails here."""
 
 import contextlib
 import importlib.util
