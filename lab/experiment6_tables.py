@@ -31,11 +31,17 @@ def cell(source, row, key):
     return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
+def pairs(source_a, source_b):
+    """Whether two summaries' runs pair seed by seed: the same seeds, scored on the same evaluation batches."""
+    return (source_a.get('seeds') is not None and source_a.get('seeds') == source_b.get('seeds')
+            and source_a.get('eval_seeds') == source_b.get('eval_seeds'))
+
+
 def paired(a, b, key):
     """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
     seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
     (source_a, row_a), (source_b, row_b) = a, b
-    if source_a['seeds'] == source_b['seeds'] and source_a.get('eval_seeds') == source_b.get('eval_seeds'):
+    if pairs(source_a, source_b):
         return paired_interval(source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed'])
     return welch_interval(seeds(*a, key), seeds(*b, key))
 
@@ -46,7 +52,7 @@ def diff(a, b, key):
     text = fmt_interval(*paired(a, b, key))
     _, low, high = welch_interval(seeds(*a, key), seeds(*b, key))
     (source_a, _), (source_b, _) = a, b
-    if source_a['seeds'] == source_b['seeds'] and low is not None:
+    if pairs(source_a, source_b) and low is not None:
         text += f" (Welch [{low:+.3f}, {high:+.3f}])"
     return text
 

@@ -31,6 +31,8 @@ size a test asks for is left to the machine's allocator (test_memory_estimates.p
 
 import hashlib
 import os
+import re
+import string
 import subprocess
 import sys
 import tempfile
@@ -274,6 +276,87 @@ def assert_one_line_error(result, *fragments):
 def as_prose(interval):
     """A tables script's '**+0.079 [+0.053, +0.105]**' as README and the docs write it: no bold, a true minus sign."""
     return interval.strip('*').replace('-', '−')
+
+
+# -----------------------------------------------------------------------------
+# Numbers held to their claim: a number the tables scripts compute, quoted in the prose, must stand in its claim's
+# row or paragraph, beside the words that say which setting it is (AdamW or Muon, default or best rates, which
+# size). A number found anywhere else in a file, or a label swapped, fails.
+
+# The findings table, a row a claim ('| 14 | ... |'). Where it moves (a docs page of its own, say), this line
+# changes and no test that reads a row does.
+FINDINGS = 'README.md'
+
+
+def markdown_block(path, start):
+    """The one Markdown block of REPO_ROOT/path whose text starts with `start` (a table row, a list item with its
+    continuation lines, a heading or a paragraph), its whitespace collapsed to single spaces as a reader sees it."""
+    with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
+        lines = [line.strip() for line in f.read().splitlines()]
+    blocks, current = [], []
+    for line in lines:
+        alone = line.startswith(('|', '#'))  # a table row or a heading is a block of its own
+        if current and (not line or alone or re.match(r'[*+-] ', line)):
+            blocks.append(current)
+            current = []
+        if line:
+            current.append(line)
+        if alone:
+            blocks.append(current)
+            current = []
+    blocks.append(current)
+    start = ' '.join(start.split())
+    found = [text for text in (' '.join(' '.join(block).split()) for block in blocks) if text.startswith(start)]
+    assert len(found) == 1, f"{path}: {len(found)} blocks start with {start!r}, not one"
+    return found[0]
+
+
+def findings_row(claim):
+    """Claim `claim`'s row of the findings table (FINDINGS), as one line of text."""
+    return markdown_block(FINDINGS, f'| {claim} |')
+
+
+def _spans(text, clauses):
+    """[(start, end)] of text's sentences (table cells count as sentences), or of its clauses (also cut at '; '),
+    cut only outside brackets and parentheses: '(untied ×30; tied ×10)' stays inside its clause."""
+    spans, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in '([') - (char in ')]')
+        if depth > 0:
+            continue
+        after = text[i + 2:i + 3]
+        end_of_sentence = (text.startswith(' | ', i) or
+                           char in '.?!' and text[i + 1:i + 2] == ' ' and (after.isupper() or after == '*'))
+        if end_of_sentence or clauses and text.startswith('; ', i):
+            spans.append((start, i + 1))
+            start = i + 1
+    return spans + [(start, len(text))]
+
+
+def _around(text, begin, end, clauses):
+    """The sentence (or clause) of text that holds text[begin:end]; several, joined, where it crosses their ends."""
+    spans = [(a, b) for a, b in _spans(text, clauses) if a < end and begin < b]
+    return text[spans[0][0]:spans[-1][1]]
+
+
+def assert_quoted(block, where, phrase, numbers, clause=None, sentence=None):
+    """`phrase` with numbers filled in ('{muon_best} each at its best', numbers={'muon_best': '**-0.015 [...]**'},
+    each written as_prose) stands in block; where clause (or sentence) is given, that text stands in the same clause
+    (sentence) as the phrase: 'at the default rates' for a number whose rate the clause names, 'under Muon' for
+    a number whose optimizer its sentence names. `where` names the block in the message."""
+    text = phrase.format(**{key: as_prose(value) for key, value in numbers.items()})
+    at = [i for i in range(len(block)) if block.startswith(text, i)]
+    assert at, f"{where} does not say {text!r}"
+    for label, clauses in ((clause, True), (sentence, False)):
+        if label is not None:
+            assert any(label in _around(block, i, i + len(text), clauses) for i in at), \
+                f"{where} says {text!r}, but not in the {'clause' if clauses else 'sentence'} that says {label!r}"
+
+
+def quoted_keys(*phrases):
+    """The number keys the phrases (strings, or tuples whose first item is one) name."""
+    return {field for phrase in phrases for _, field, _, _ in string.Formatter().parse(
+        phrase[0] if isinstance(phrase, tuple) else phrase) if field}
 
 
 def train_with_ddp(tmp_path, args):

@@ -439,6 +439,20 @@ def test_welch_interval_is_the_textbook_one():
     assert ablation_report.t_975(100) == pytest.approx(1.984, abs=0.002)
 
 
+def test_mean_interval_is_students_t_with_n_minus_1_degrees_of_freedom():
+    # Claims 10-11's intervals of a mean over seeds, by hand. Two values 0 and 1: mean 0.5, s = sqrt(1/2), se = 1/2,
+    # one degree of freedom: t = 12.706, so 0.5 -/+ 6.353 (t at two degrees, 4.303, would give -/+ 2.152).
+    assert ablation_report.mean_interval([0.0, 1.0]) == pytest.approx((0.5, 0.5 - 6.353, 0.5 + 6.353))
+    # five seeds 1, 2, 3, 4, 6: mean 3.2, s^2 = 14.8 / 4 = 3.7, se = sqrt(3.7 / 5) = 0.86023, t(0.975, 4) = 2.776
+    half = 2.776 * (3.7 / 5) ** 0.5
+    assert ablation_report.mean_interval([1, 2, 3, 4, 6]) == pytest.approx((3.2, 3.2 - half, 3.2 + half))
+    assert half == pytest.approx(2.3880, abs=1e-4)
+    # as the summary prints it: claim 10's "head minus embedding" over seeds
+    cells = dict(cka_head=dict(per_seed=[0.9, 0.8, 0.7]), cka_emb=dict(per_seed=[0.1, 0.1, 0.1]))
+    assert ablation_report.head_minus_embedding(cells) == f"+0.700 [{0.7 - 4.303 * 0.1 / 3 ** 0.5:+.3f}, " \
+                                                          f"{0.7 + 4.303 * 0.1 / 3 ** 0.5:+.3f}]"
+
+
 def assert_seed_differences(differences, mine, theirs):
     """Each (difference, low, high) is mean(mine) - mean(theirs) over the seeds, inside its interval."""
     for key, (diff, low, high) in differences.items():

@@ -73,8 +73,12 @@ def test_this_module_runs_on_one_xdist_worker(request):
     # loadgroup keeps an xdist_group on one worker by suffixing its node ids with the group's name. Under pytest 9.2
     # the suffix no longer takes (pytest-dev/pytest-xdist#1386): nothing fails, but every worker builds this module's
     # grids (about 16 s of CPU each on a Zen 3); requirements.txt keeps pytest below 9.2.
-    if os.environ.get('PYTEST_XDIST_WORKER'):
-        assert request.node.nodeid.endswith('@ablate_jobs'), request.node.nodeid
+    # Under any worker count the module carries the group's mark, which is what loadgroup reads; under xdist the
+    # suffix shows the mark took (with -n 0 one process runs everything, and there is no suffix to read).
+    (group,) = [mark for mark in request.node.iter_markers('xdist_group')]
+    assert group.args == ('ablate_jobs',) or group.kwargs == {'name': 'ablate_jobs'}, group
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '0'))
+    assert request.node.nodeid.endswith('@ablate_jobs') == (workers > 0), (workers, request.node.nodeid)
 
 
 def test_jobs_2_trains_every_run_in_exactly_one_worker_process(side_by_side):

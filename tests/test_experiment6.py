@@ -1,13 +1,16 @@
 """Experiment 6's figures, as the README and docs/experiment6.md quote them, are the ones that
-lab/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe):
-a summary replaced, or a number typed by hand, fails here."""
+lab/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe),
+each in its claim's row or verdict beside its setting's label: a summary replaced, a number typed by hand, or one
+set beside another setting's label, fails here."""
 
 import contextlib
 import importlib.util
 import io
 import os
 
-from conftest import as_prose
+import pytest
+
+from conftest import as_prose, assert_quoted, findings_row, markdown_block, quoted_keys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,36 +27,111 @@ def read(*path):
         return f.read()
 
 
-def test_readme_rows_14_to_16_quote_the_five_seed_summaries():
-    tables = tables_module()
-    sources = tables.confirm_sources()
-    assert {'adamw', 'muon'} <= set(sources)  # and Muon with q, k, v apart, where its summary is committed
-    # rows 14, 15 and 16: tied against untied at the default rates and each at its best, untied at 2/3 against tied
-    quoted = [(label, a, b) for label, a, b in tables.COMPARISONS if b in ('untied', 'untied_best') and a.startswith('tied')
-              or a == 'tied_untie_best']
-    assert len(quoted) == 3
-    readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))  # as read
-    for label, a, b in quoted:
-        for optimizer, rows in sources.items():
-            if a not in rows or b not in rows:
-                continue  # a setting not trained there
-            interval = as_prose(tables.diff(rows[a], rows[b], 'val_loss_all'))
-            assert interval in readme, f"README does not quote {label} under {optimizer}: {interval}"
-            assert interval in doc, f"docs/experiment6.md does not quote {label} under {optimizer}: {interval}"
+# The settings as the tables script names them, and as the phrases below do.
+SETTINGS = {'adamw': 'adamw', 'muon': 'muon', 'muon, q/k/v apart': 'split'}
+# rows 14, 15 and 16: tied against untied at the default rates and each at its best, untied at 2/3 against tied
+RATES = {'default': ('tied', 'untied'), 'best': ('tied_best', 'untied_best'), 'untie': ('tied_untie_best', 'tied_best')}
+
+# Where each number stands and what stands beside it: (file, block's start) -> [(phrase, clause, sentence)]; the
+# phrase with its numbers must be in the block, and clause (sentence), where given, in the phrase's clause
+# (sentence). README's blocks are rows of the findings table (conftest.findings_row), the doc's its verdicts.
+COST_QUOTES = {
+    14: [('{adamw_default} at the default rates', None, '(AdamW, BPE'),
+         ('{adamw_best} each at its best', None, '(AdamW, BPE')],
+    15: [('{muon_default} at the default rates', None, 'under Muon'),
+         ('{muon_best} each at its best', None, 'under Muon'),
+         ('{split_default} and {split_best}', 'with q, k and v orthogonalised apart', None)],
+    16: [('{adamw_untie} (AdamW)', "untied at 2/3 minus tied, at tied's best rate", None),
+         ('{muon_untie} (Muon)', "untied at 2/3 minus tied, at tied's best rate", None),
+         ('{split_untie} (Muon, q, k, v apart)', "untied at 2/3 minus tied, at tied's best rate", None)],
+}
+DOC = os.path.join('docs', 'experiment6.md')
+DOC_COST_QUOTES = {
+    '**14. ': [('{adamw_default} (AdamW)', 'at the default rates', None),
+               ('{muon_default} (Muon)', 'at the default rates', None),
+               ('each at its best rates {adamw_best} and {muon_best}', None, None)],
+    '**15. ': [('{muon_default} at the default rates', None, 'Under Muon'),
+               ('{muon_best} each at its best', None, 'Under Muon'),
+               ('tied − untied at the best rates is {split_best}', None, 'q, k and v orthogonalised apart')],
+    '* **Claims 15 and 16 keep their verdicts.**': [('{split_default} at the default rates', None, 'Tied − untied'),
+                                                    ('{split_best} each at its best', None, 'Tied − untied')],
+    '**16. ': [('{adamw_untie} (AdamW)', "untied at 2/3 minus tied", None),
+               ('{muon_untie} (Muon)', "untied at 2/3 minus tied", None),
+               ('{split_untie} (Muon with q, k, v apart)', "untied at 2/3 minus tied", None)],
+}
+# claim 17: the tuned lens's gap after block 1, tied - untied; at the best rates no layer differs under AdamW
+LENS_QUOTES = [('after block 1, tied − untied: {adamw_default} (AdamW)', 'at the default rates', None),
+               ('{muon_default} (Muon)', 'at the default rates', None),
+               ('{split_default} (Muon, q, k, v apart)', 'at the default rates', None),
+               ('no layer differs under AdamW', 'at the best rates', None),
+               ('{muon_best} (Muon)', 'at the best rates', None),
+               ('{split_best} (q, k, v apart)', 'at the best rates', None)]
+DOC_LENS_QUOTES = [('after block 1, tied − untied: {adamw_default} (AdamW)', 'at the default rates', None),
+                   ('{muon_default} (Muon)', 'at the default rates', None),
+                   ('{split_default} (Muon, q, k, v apart)', 'at the default rates', None),
+                   ('no interval excluding zero under AdamW', 'at the best rates', None),
+                   ('{muon_best} under Muon', 'at the best rates', None),
+                   ('{split_best} with q, k, v apart', 'at the best rates', None)]
+
+
+def cost_numbers(tables):
+    """{'muon_best': interval, ...}: every five-seed difference of rows 14-16 that the committed summaries give."""
+    numbers = {}
+    for optimizer, rows in tables.confirm_sources().items():
+        for rates, (a, b) in RATES.items():
+            if a in rows and b in rows:
+                numbers[f'{SETTINGS[optimizer]}_{rates}'] = tables.diff(rows[a], rows[b], 'val_loss_all')
+    return numbers
+
+
+def assert_quotes(quotes, numbers, block_of, name):
+    for start, phrases in quotes.items():
+        block = block_of(start)
+        for phrase, clause, sentence in phrases:
+            assert_quoted(block, f'{name} {start!r}', phrase, numbers, clause, sentence)
+    assert quoted_keys(*(p for phrases in quotes.values() for p in phrases)) == set(numbers), \
+        f"{name} quotes a number the summaries do not give, or leaves one out"
+
+
+def test_readme_rows_14_to_16_and_the_verdicts_quote_each_five_seed_difference_beside_its_setting():
+    numbers = cost_numbers(tables_module())
+    # AdamW, Muon as experiment 6 ran it, and Muon with q, k, v apart (the controls): each at each rate
+    assert set(numbers) == {f'{setting}_{rates}' for setting in SETTINGS.values() for rates in RATES}
+    assert_quotes(COST_QUOTES, numbers, findings_row, 'README row')
+    assert_quotes(DOC_COST_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
 
 
 def test_readme_row_17_quotes_the_lens_gap_after_block_1_and_no_layer_differs_where_it_says_so():
     tables = tables_module()
     pairs = tables.lens_pairs(tables.confirm_sources())
     assert len(pairs) == 6  # default and best rates under AdamW, Muon, and Muon with q, k, v apart
-    readme, doc = (' '.join(read(*path).split()) for path in (('README.md',), ('docs', 'experiment6.md')))
+    numbers = {}
     for optimizer, rates, tied, untied in pairs:
         gaps = [tables.diff(tied, untied, f'lens_gap_{layer}') for layer in range(tied[0]['config']['n_layer'])]
         if optimizer == 'adamw' and rates != 'default rates':  # "no layer differs under AdamW"
             assert not any(gap.startswith('**') for gap in gaps), gaps
             continue
-        for text, name in ((readme, 'README'), (doc, 'docs/experiment6.md')):
-            assert as_prose(gaps[1]) in text, f"{name} does not quote block 1's gap under {optimizer}, {rates}"
+        numbers[f"{SETTINGS[optimizer]}_{'default' if rates == 'default rates' else 'best'}"] = gaps[1]
+    assert_quotes({17: LENS_QUOTES}, numbers, findings_row, 'README row')
+    assert_quotes({'**17. ': DOC_LENS_QUOTES}, numbers, lambda start: markdown_block(DOC, start), DOC)
+
+
+def test_a_number_beside_another_setting_fails_the_check():
+    """The check itself: README row 16 with its AdamW and Muon labels swapped, row 15 with its default and best
+    intervals swapped, and a number moved out of its row, each fail."""
+    numbers = cost_numbers(tables_module())
+    row16, row15 = findings_row(16), findings_row(15)
+    swapped = row16.replace('(AdamW)', '(X)').replace('(Muon)', '(AdamW)').replace('(X)', '(Muon)')
+    default, best = (as_prose(numbers[key]) for key in ('muon_default', 'muon_best'))
+    rows = {16: swapped, 15: row15.replace(default, 'X').replace(best, default).replace('X', best)}
+    for claim in (16, 15):
+        with pytest.raises(AssertionError, match='does not say'):
+            assert_quotes({claim: COST_QUOTES[claim]}, numbers, rows.get, 'README row')
+    # a number whose phrase is still there, but in another clause than its label's
+    moved = row15.replace('with q, k and v orthogonalised apart (the default since)',
+                          'with the controls; (the default since)')
+    with pytest.raises(AssertionError, match='not in the clause'):
+        assert_quotes({15: COST_QUOTES[15]}, numbers, {15: moved}.get, 'README row')
 
 
 def test_every_table_row_of_the_doc_is_the_scripts_output():

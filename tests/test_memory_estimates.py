@@ -8,13 +8,14 @@ docs/robustness.md, rows 41-46 and 97-103."""
 import os
 import re
 import shutil
+import types
 
 import numpy as np
 import pytest
 import torch
 
 import train
-from conftest import assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args, train_tiny_run
+from conftest import TINY_TRAIN, assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args, train_tiny_run
 from lib import machine
 from model import GPT, GPTConfig
 
@@ -64,6 +65,49 @@ def refuse_to_build(monkeypatch):
     monkeypatch.setattr(GPT, '__init__', built)
 
 
+def estimate(case, finished_run):
+    """(need, step) for a case of SIZES: need(key, value) is what the project's estimate says the request needs
+    with that one size changed, the others as the case gives them (what the line's 'the other sizes as they are'
+    means), and step[key] the next value after one (a width the heads divide: n_head more). The estimates are the
+    ones each script's check uses: sampling_floor for sample.py; for train.py and bench.py memory_floor of a training
+    step, its weights alone for a model size, with the step's micro-batches (x and y, int64) for a batch or an
+    accumulation; for init_loss.py memory_floor without gradients, the weights alone where it draws (--plot)."""
+    import bench
+    import init_loss
+    import sample
+    script, args, _ = SIZES[case]
+    given = {arg[2:].split('=')[0]: int(arg.split('=')[1]) for arg in args if re.fullmatch(r'--\w+=\d+', arg)}
+    if script == 'sample.py':
+        shape = sample.model_shape(torch.load(os.path.join(finished_run, 'ckpt.pt'), weights_only=True), 'resume')
+        sizes = {'num_samples': sample.DEFAULTS['num_samples'], 'max_new_tokens': sample.DEFAULTS['max_new_tokens'],
+                 **given}
+        dtype = machine.pick_dtype(sample.DEFAULTS['dtype'], 'cpu')
+
+        def need(key, value):  # the default prompt, '\n': one token
+            changed = {**sizes, key: value}
+            return machine.sampling_floor(shape, changed['num_samples'], 1, changed['max_new_tokens'], dtype)
+        return need, {}
+    if script == 'init_loss.py':
+        settings = {**init_loss.DEFAULTS, 'tie_mode': 'tied', **given}
+        dtype, training, micro_batches = 'float32', False, False
+        if '--plot' in ' '.join(args):
+            settings['batch_size'] = 0  # a drawing: one position of one sequence, the weights alone
+    else:
+        defaults = bench.DEFAULTS if script == 'bench.py' else {**train.DEFAULTS, **TINY_TRAIN, **MODEL}
+        settings = {**defaults, **given}
+        dtype, training, micro_batches = machine.pick_dtype(settings['dtype'], 'cpu'), True, True
+
+    def need(key, value):
+        changed = {**settings, key: value}
+        config = types.SimpleNamespace(**{k: changed[k] for k in MODEL})
+        if key not in ('batch_size', 'gradient_accumulation_steps') and training:
+            return machine.memory_floor(config, 0, dtype)  # the weights, their gradients and AdamW's moments
+        batch = changed['batch_size']
+        tokens = 16 * changed['gradient_accumulation_steps'] * batch * changed['block_size'] if micro_batches else 0
+        return machine.memory_floor(config, batch, dtype, training=training) + tokens
+    return need, {'n_embd': settings['n_head']}
+
+
 @pytest.mark.parametrize('machine_size', MACHINES.values(), ids=MACHINES.keys())
 @pytest.mark.parametrize('case', SIZES)
 def test_a_size_too_large_is_refused_by_the_estimate_before_anything_is_built(case, machine_size, tiny_data,
@@ -77,6 +121,12 @@ def test_a_size_too_large_is_refused_by_the_estimate_before_anything_is_built(ca
     refuse_to_build(monkeypatch)
     line = assert_one_line_error(run_in_process(script, *args), given)
     assert re.search(rf'at most (--\w+=\d+ or )*--{offered}=\d+( or --\w+=\d+)* fits here', line), line
+    # each size offered as a number: the largest that fits by the estimate, the next one not
+    need, step = estimate(case, finished_run)
+    limit = min(machine_size, machine.ADDRESS_SPACE)
+    for key, value in re.findall(r'--(\w+)=(\d+)', line.split('at most ')[1].split(' fits here')[0]):
+        most = int(value)
+        assert need(key, most) <= limit < need(key, most + step.get(key, 1)), (key, most)
     limit = 'the 128.0 TiB one process can address' if machine_size > machine.ADDRESS_SPACE else \
         f'the {machine.format_bytes(machine_size)} of RAM and swap on cpu'
     assert f'more than {limit}' in line

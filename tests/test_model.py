@@ -157,6 +157,8 @@ def test_every_remedy_starts_near_log_n(shape, mode):
     measured, _ = measure_initial_losses(cfg, seeds=3, batch_size=4)[True]
     target = math.log(cfg.vocab_size) + cfg.n_embd * cfg.init_std ** 2 / 2
     assert measured == pytest.approx(target, rel=0.03)
+    # and where (*) puts it, self term and all (every branch at a shape that tells them apart: test_init_loss.py)
+    assert measured == pytest.approx(predicted_initial_loss(cfg), rel=0.03)
 
 
 @pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")

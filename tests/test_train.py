@@ -77,6 +77,43 @@ def test_twenty_iterations_equal_ten_plus_resume_plus_ten(tiny_data, tmp_path):
     assert read_metrics(str(tmp_path / 'b'))[-1]['data_fingerprint'] == read_metrics(str(tmp_path / 'a'))[-1]['data_fingerprint']
 
 
+def test_a_run_killed_after_its_best_point_keeps_that_best_when_resumed(tiny_data, tmp_path, monkeypatch):
+    # At a learning rate of 3e-2 the tiny run's validation loss is lowest at iteration 15 and higher at every
+    # evaluation after it. Killed at iteration 23, after its checkpoint of iteration 20, and resumed, the run must
+    # end with iteration 15's best.pt and best_val_loss, as the unbroken run does: a resume that forgot the best so
+    # far would take iteration 25's, worse, for a new best.
+    common = dict(max_iters=30, eval_interval=5, learning_rate=3e-2, warmup_iters=0, grad_clip=0.0)
+    straight_dir, broken_dir = tmp_path / 'straight', tmp_path / 'broken'
+    straight = run_training(tiny_data, str(straight_dir), **common)
+    best = torch.load(straight_dir / 'best.pt', weights_only=True)
+    val = {int(r['iter']): float(r['val_loss']) for r in read_metrics(str(straight_dir)) if r['val_loss']}
+    assert best['iter_num'] == min((i for i in val if i > 0), key=val.get) < 20  # the best before the checkpoint ...
+    assert min(val[i] for i in val if i > 20) > best['val_loss']                   # ... and worse after it
+
+    steps = []
+    real_step = train.training_step
+
+    def killed_at_iteration_23(*args, **kwargs):
+        if len(steps) == 23:
+            raise RuntimeError('killed')
+        steps.append(None)
+        return real_step(*args, **kwargs)
+    monkeypatch.setattr(train, 'training_step', killed_at_iteration_23)
+    with pytest.raises(RuntimeError, match='killed'):
+        run_training(tiny_data, str(broken_dir), **common)
+    monkeypatch.undo()
+    assert torch.load(broken_dir / 'ckpt.pt', weights_only=True)['iter_num'] == 20
+    resumed = run_training(tiny_data, str(broken_dir), init_from='resume', **common)
+
+    assert resumed['best_val_loss'] == straight['best_val_loss'] == best['val_loss']
+    kept = torch.load(broken_dir / 'best.pt', weights_only=True)
+    assert (kept['iter_num'], kept['val_loss']) == (best['iter_num'], best['val_loss'])
+    for name, value in best['model'].items():
+        assert torch.equal(kept['model'][name], value), name
+    ckpts = [torch.load(d / 'ckpt.pt', weights_only=True) for d in (straight_dir, broken_dir)]
+    assert ckpts[0]['best_val_loss'] == ckpts[1]['best_val_loss'] == best['val_loss']
+
+
 def test_the_tie_survives_a_resume(tiny_data, tmp_path):
     out_dir = str(tmp_path)
     run_training(tiny_data, out_dir, max_iters=10, tie_mode='tied')
