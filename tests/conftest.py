@@ -275,7 +275,7 @@ def assert_one_line_error(result, *fragments):
 
 def as_prose(interval):
     """A tables script's '**+0.079 [+0.053, +0.105]**' as README and the docs write it: no bold, a true minus sign."""
-    return interval.strip('*').replace('-', '−')
+    return interval.replace('**', '').replace('-', '−')
 
 
 # -----------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def as_prose(interval):
 
 # The findings table, a row a claim ('| 14 | ... |'). Where it moves (a docs page of its own, say), this line
 # changes and no test that reads a row does.
-FINDINGS = 'README.md'
+FINDINGS = os.path.join('docs', 'findings.md')
 
 
 def markdown_block(path, start):

@@ -179,13 +179,13 @@ def test_nothing_cites_notes_outside_the_repository_or_an_issue_number(path):
 
 def test_the_checks_see_what_they_check():
     # Each pattern finds what the tree names (so an empty list above is not a pattern that finds nothing) ...
-    assert ('Layout', 'layout') in headings('README.md')
+    assert ('The knobs', 'the-knobs') in headings('README.md')
     assert slug('A rate for each end: `--embed_lr`, `--head_lr`') == 'a-rate-for-each-end---embed_lr---head_lr'
     assert slug('Stage 2: tying\'s cost at each size (claim 18)') == 'stage-2-tyings-cost-at-each-size-claim-18'
     assert 'lab/experiment7_tables.py' in PATH.findall(read('config/experiment7.sh'))
     assert LINK.findall(prose(read('README.md')))
     # ... and a renamed file, a lost heading, a gone attribute or section are each caught.
-    assert broken_links('docs/training.md', '[a](experiments.md) [b](experiment99.md) [c](../README.md#layout)'
+    assert broken_links('docs/training.md', '[a](experiments.md) [b](experiment99.md) [c](../README.md#the-knobs)'
                         ' [d](../README.md#no-such-heading) [e](#sampling) [f](https://example.com/x.md)') == [
         'experiment99.md (no docs/experiment99.md)', '../README.md#no-such-heading (no heading #no-such-heading in README.md)']
     assert missing_paths('lib/machine.py lab/run_results.lens_numbers docs/results/experiment7-* lib/ '
@@ -194,7 +194,7 @@ def test_the_checks_see_what_they_check():
                          'docs/exp6_rates_{adamw,sgd}.png') == [
         'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/machine.no_such_function', 'docs/exp6_rates_sgd.png']
     assert missing_sections('lib/machine.py', '(docs/performance.md, "A padded vocabulary") '
-                            '(docs/experiment6.md, "Wall time") (README, "Layout")') == ['docs/experiment6.md, "Wall time"']
+                            '(docs/experiment6.md, "Wall time") (README, "The knobs")') == ['docs/experiment6.md, "Wall time"']
     assert unopenable_citations("(DESIGN.md 2c) (issue 39) issue #12 (issue: the 2026 probes) the issue's 6 hours "
                                 '[karpathy/build-nanogpt issue #89](https://github.com/karpathy/build-nanogpt/issues/89) '
                                 'modded-nanogpt PR #323') == ['DESIGN.md', '(issue 39', 'issue #12', '(issue', "the issue's"]

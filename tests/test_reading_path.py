@@ -63,3 +63,19 @@ def test_the_loop_calls_the_step_and_nothing_trains_outside_it():
     functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     assert [name for name in functions if 'train' in name and name not in ('train', 'parse_train_args')] == \
         ['training_step']
+
+
+def test_the_readme_gives_each_file_on_the_reading_path_its_true_length():
+    readme = source('README.md')
+    section = readme.split('## Read in this order', 1)[1].split('\n## ', 1)[0]
+    rows = [line.split('|') for line in section.splitlines() if line.startswith('| `')]
+    assert [row[1].strip(' `') for row in rows] == ['model.py', 'train.py', 'sample.py', 'prepare.py']
+    for row in rows:
+        assert int(row[2]) == len(source(row[1].strip(' `')).splitlines()), row[1]
+
+
+def test_the_short_answer_comes_within_the_first_50_lines_and_the_quick_start_shows_a_remedy():
+    lines = source('README.md').splitlines()
+    assert any(line.startswith('## Should you tie?') for line in lines[:50])
+    quick = source('README.md').split('## Quick start', 1)[1].split('\n## ', 1)[0]
+    assert 'python train.py --tie_mode=shuffle' in quick and 'python -m pytest -q tests/' in quick
