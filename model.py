@@ -16,7 +16,7 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - AdamW, or Muon for the blocks' matrices and AdamW for the rest (`configure_optimizers`), groups named by role
 - OpenAI's GPT-2 weights load through lib/hf_gpt2.py, which builds this GPT (this file imports nothing of ours)
 
-Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
+Why tying can hurt (docs/initial-loss.md says it at length). Rows w_k of W are i.i.d. N(0, sigma^2), so
 |w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
 (`zero_init_residual`), the network at init is the identity: the final norm sees x = w_i and
 returns h = w_i / sigma. The tied head scores token k with z_k = w_k . h, so
@@ -31,8 +31,9 @@ and since the next token is almost never the current one,
 which is ~ d*sigma instead of log n when w_i alone reaches the final norm: 15.4 against 10.8 for GPT-2
 small with sqrt(d) input scaling (emb_scale); without it the position embedding dilutes x to w_i + p_t,
 the self term to d*sigma/sqrt(2), and (*) gives 11.6 (lib/init_loss_formula.py). Every tie mode except
-`tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
-Two 2026 pieces: `pit` (pseudo-inverse tying, its own methods pit_*) and `input_grad_scale`.
+`tied` exists to remove the self term z_i, and each one's lines sit beside their reason: `untied` and
+`small_init` in init_weights, the classic transforms in head(), `pit` (pseudo-inverse tying, 2026) in
+its own class PseudoInverseTie. The other 2026 piece, `input_grad_scale`, is ScaleGrad.
 """
 
 import math
@@ -51,7 +52,7 @@ class TieMode(NamedTuple):
 
 
 # Every --tie_mode in one table (__init__ reads `shares`, lib/machine.py `square_matmuls`); each mode's code sits
-# next to its reason in init_weights (untied, small_init) or head() (the rest). A new mode: a row, its lines, a test.
+# next to its reason (see the top). A new mode: a row, its lines beside its reason, a test.
 TIE_MODES = {
     'untied':      TieMode(False, 0, "a head matrix of its own: w_i . h is a cross term"),
     'tied':        TieMode(True,  0, "plain sharing: the baseline that shows (*)"),
@@ -63,22 +64,6 @@ TIE_MODES = {
     'logit_scale': TieMode(True,  0, "h * d^-1/2 before the head: the self term shrinks to sqrt(d)*sigma"),
     'pit':         TieMode(True,  2, "pseudo-inverse tying: orthonormal U, head U S h, token i in as S^-1 u_i"),
 }
-
-
-class ScaleGrad(torch.autograd.Function):
-    """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k
-    backward. A tied matrix's gradient is (input part) + (output part), so k turns it towards the input
-    side; an untied embedding's AdamW divides a constant scale away (up to eps), but not the global-norm
-    clip that the scaled gradient sets off, which scales every gradient down (docs/2026-remedies.md)."""
-
-    @staticmethod
-    def forward(ctx, x, k):
-        ctx.k = k
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.k, None
 
 
 class CausalSelfAttention(nn.Module):
@@ -98,7 +83,7 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
             # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
-            # sizes (its backward 6x), enough to cancel all that bf16 saves in the matmuls (README).
+            # sizes (its backward 6x), enough to cancel all that bf16 saves in the matmuls (docs/performance.md).
             with torch.autocast('cpu', enabled=False):
                 y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p,
                                                    is_causal=True).to(q.dtype)  # (B, nh, T, hs)
@@ -135,6 +120,87 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))
         x = x + self.mlp(self.ln_2(x))
         return x
+
+
+class ScaleGrad(torch.autograd.Function):
+    """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k
+    backward. A tied matrix's gradient is (input part) + (output part), so k turns it towards the input
+    side; an untied embedding's AdamW divides a constant scale away (up to eps), but not the global-norm
+    clip that the scaled gradient sets off, which scales every gradient down (docs/2026-remedies.md)."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.k, None
+
+
+class PseudoInverseTie(nn.Module):
+    """tie_mode='pit', pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556), all of it in one place. The
+    shared matrix becomes a memory U (n x d), kept orthonormal, and a learned S = L L^T, symmetric positive
+    definite, sits between U and the network on both sides: token i goes in as S^-1 u_i (`lift`) and the
+    head scores U S h (`forward`, then the tied head). Decoding an encoded token goes through
+    U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned: the head is the
+    embedding's pseudo-inverse at every step. The self term of (*) at init (S = I, identity blocks): where
+    n > d the rows of U have norm sqrt(d/n) and it is d/sqrt(n), small; where n <= d, U U^T = I and the
+    head decodes token i back to i, a copier with a self term ~ sqrt(d) like plain tying
+    (lib/init_loss_formula.py). GPT calls it at init, at the input, in head(), and after each optimizer
+    step; configure_optimizers keeps weight decay off U and L."""
+
+    def __init__(self, d):
+        super().__init__()
+        # L lower triangular with a positive diagonal, kept as its strictly lower part and the log of its diagonal.
+        self.lower = nn.Parameter(torch.zeros(d, d))
+        self.log_diag = nn.Parameter(torch.zeros(d))
+
+    @torch.no_grad()
+    def init_weights(self, U):
+        """S = I, so the head starts as U and the input as U; U orthonormal: columns where n > d (U^T U = I,
+        rows of norm sqrt(d/n)), rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws n x d."""
+        nn.init.zeros_(self.lower)
+        nn.init.zeros_(self.log_diag)
+        nn.init.orthogonal_(U)
+
+    def cholesky(self):
+        """L, lower triangular with a positive diagonal, so that S = L L^T is symmetric positive definite."""
+        return torch.tril(self.lower, -1) + torch.diag(self.log_diag.exp())
+
+    def lift(self, u):
+        """Token vectors u_i (B, T, C) -> S^-1 u_i by two triangular solves (x L L^T = u row-wise: y L^T = u,
+        then x L = y), never an explicit inverse."""
+        L = self.cholesky()
+        y = torch.linalg.solve_triangular(L.t(), u.reshape(-1, u.size(-1)), upper=True, left=False)
+        return torch.linalg.solve_triangular(L, y, upper=False, left=False).view_as(u)
+
+    def forward(self, h):
+        """h (B, T, C) -> S h, row-wise h @ L @ L^T: the tied head then scores U S h."""
+        L = self.cholesky()
+        return (h @ L) @ L.t()
+
+    @torch.no_grad()
+    def retract(self, U):
+        """The optimizer moves U off its orthonormal frame; a QR retraction puts it back after every step
+        (Q with the signs that keep it nearest to U)."""
+        tall = U.size(0) > U.size(1)
+        Q, R = torch.linalg.qr((U if tall else U.t()).float())
+        Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
+        U.copy_(Q if tall else Q.t())
+
+    # Checkpoints (and state_dict()) call L's two parts pit_lower and pit_log_diag, the names they had when GPT
+    # held them itself: GPT's hooks rename them on the way out and back in, so every checkpoint still loads.
+    @staticmethod
+    def names_in_files(gpt, state_dict, prefix, local_metadata):
+        for name in ('lower', 'log_diag'):
+            state_dict[f'{prefix}pit_{name}'] = state_dict.pop(f'{prefix}pit.{name}')
+
+    @staticmethod
+    def names_in_memory(gpt, state_dict, prefix, *args):
+        for name in ('lower', 'log_diag'):
+            if f'{prefix}pit_{name}' in state_dict:
+                state_dict[f'{prefix}pit.{name}'] = state_dict.pop(f'{prefix}pit_{name}')
 
 
 @dataclass
@@ -185,6 +251,11 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         n, d = config.vocab_size, config.n_embd
+        # pit (PseudoInverseTie) first, as saved optimizer states list its two parameters before all others.
+        self.pit = PseudoInverseTie(d) if config.tie_mode == 'pit' else None
+        if self.pit is not None:  # and saved weights name them pit_lower and pit_log_diag
+            self.register_state_dict_post_hook(PseudoInverseTie.names_in_files)
+            self.register_load_state_dict_pre_hook(PseudoInverseTie.names_in_memory)
         self.token_embedding_table = nn.Embedding(n, d)
         self.position_embedding_table = nn.Embedding(config.block_size, d)
         self.drop = nn.Dropout(config.dropout)
@@ -200,11 +271,6 @@ class GPT(nn.Module):
             self.bert_dense = nn.Linear(d, d)     # BERT's MLM head transform: dense -> GELU -> LayerNorm,
             self.bert_norm = nn.LayerNorm(d)      # with biases, as in BERT,
             self.output_bias = nn.Parameter(torch.zeros(n))  # plus the decoder bias it adds on purpose
-        if config.tie_mode == 'pit':
-            # S = L L^T, symmetric positive definite: L lower triangular with a positive diagonal, kept
-            # as its strictly lower part and the log of its diagonal. The shared matrix is the memory U.
-            self.pit_lower = nn.Parameter(torch.zeros(d, d))
-            self.pit_log_diag = nn.Parameter(torch.zeros(d))
 
         if TIE_MODES[config.tie_mode].shares:
             # THE line. One Parameter, two names: state_dict() lists both keys, parameters() yields it
@@ -252,9 +318,6 @@ class GPT(nn.Module):
             nn.init.ones_(self.bert_norm.weight)
             nn.init.zeros_(self.bert_norm.bias)
             nn.init.zeros_(self.output_bias)
-        if cfg.tie_mode == 'pit':  # S = I: the head starts as U and the input as U
-            nn.init.zeros_(self.pit_lower)
-            nn.init.zeros_(self.pit_log_diag)
 
         # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual
         # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
@@ -263,10 +326,8 @@ class GPT(nn.Module):
         # the same size as the sum over the other n-1 tokens: the loss starts near log 2n with emb_scale (11.55,
         # log 2n = 11.52 at GPT-2 small); without it the position embedding dilutes the self term: near log n.
         std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
-        # pit: the token memory U, orthonormal: columns where n > d (U^T U = I, rows of norm sqrt(d/n)),
-        # rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws an n x d matrix.
-        if cfg.tie_mode == 'pit':
-            nn.init.orthogonal_(self.token_embedding_table.weight)
+        if self.pit is not None:  # pit: S = I and the token memory U orthonormal
+            self.pit.init_weights(self.token_embedding_table.weight)
         else:
             nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=std)
 
@@ -282,30 +343,10 @@ class GPT(nn.Module):
         self.lm_head.weight = nn.Parameter(self.token_embedding_table.weight.detach().clone())
         return self.lm_head.weight
 
-    def pit_cholesky(self):
-        """L, lower triangular with a positive diagonal, so that S = L L^T is symmetric positive definite."""
-        return torch.tril(self.pit_lower, -1) + torch.diag(self.pit_log_diag.exp())
-
-    def pit_lift(self, u):
-        """Token vectors u_i (B, T, C) -> S^-1 u_i by two triangular solves (x L L^T = u row-wise: y L^T = u,
-        then x L = y), never an explicit inverse. Where n <= d, U U^T = I: with S = I and identity blocks
-        the head decodes token i exactly back to i, a copier with a self term ~ sqrt(d) like plain tying;
-        where n > d the rows have norm sqrt(d/n) and the self term d/sqrt(n) is small (init_loss_formula)."""
-        L = self.pit_cholesky()
-        y = torch.linalg.solve_triangular(L.t(), u.reshape(-1, u.size(-1)), upper=True, left=False)
-        return torch.linalg.solve_triangular(L, y, upper=False, left=False).view_as(u)
-
-    @torch.no_grad()
     def after_optimizer_step(self):
-        """pit: AdamW moves U off its orthonormal frame; a QR retraction puts it back after every step
-        (Q with the signs that keep it nearest to U). Every other mode: nothing."""
-        if self.config.tie_mode != 'pit':
-            return
-        U = self.token_embedding_table.weight
-        tall = U.size(0) > U.size(1)
-        Q, R = torch.linalg.qr((U if tall else U.t()).float())
-        Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
-        U.copy_(Q if tall else Q.t())
+        """pit retracts U onto its orthonormal frame (PseudoInverseTie.retract); every other mode: nothing."""
+        if self.pit is not None:
+            self.pit.retract(self.token_embedding_table.weight)
 
     def head(self, h):
         """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size). With plain
@@ -335,12 +376,9 @@ class GPT(nn.Module):
             h = self.bert_norm(F.gelu(self.bert_dense(h)))
             return self.head_matmul(h) + self.output_bias
         elif mode == 'pit':
-            # Pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556): logits = U S h. The input side
-            # (pit_lift) feeds token i in as S^-1 u_i, so decoding an encoded token goes through
-            # U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned: the head
-            # is the embedding's pseudo-inverse at every step. S h = L (L^T h), row-wise h @ L @ L^T.
-            L = self.pit_cholesky()
-            h = (h @ L) @ L.t()
+            # Pseudo-inverse tying: logits U S h for an input S^-1 u_i, so U S S^-1 U^T = U U^T decodes every
+            # token through the projection onto U's columns; where n > d its self term is small (PseudoInverseTie).
+            h = self.pit(h)
         elif mode == 'logit_scale':
             # T5 v1.0 / Mesh-TensorFlow: scale h by d^-1/2 before the tied head. The self term keeps
             # its sign but shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
@@ -366,8 +404,8 @@ class GPT(nn.Module):
         tok = self.token_embedding_table(idx)                        # (B, T, C)
         if self.config.input_grad_scale != 1.0:
             tok = ScaleGrad.apply(tok, self.config.input_grad_scale)
-        if self.config.tie_mode == 'pit':
-            tok = self.pit_lift(tok)                                 # S^-1 u_i: the inverse of the head's S
+        if self.pit is not None:
+            tok = self.pit.lift(tok)                                 # S^-1 u_i: the inverse of the head's S
         if self.config.emb_scale:
             # sqrt(d) makes |tok| ~ d*sigma dwarf the position embedding, so x ~ w_i again and the
             # self term of (*) comes back in full: scaling plus tying amplifies the problem.
@@ -401,7 +439,7 @@ class GPT(nn.Module):
         # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
         hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
         rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden])]
-        undecayed = [self.pit_lower] if self.config.tie_mode == 'pit' else []
+        undecayed = [self.pit.lower] if self.pit is not None else []
         decayed = [p for p in rest if p.dim() >= 2 and all(p is not q for q in undecayed)]
         groups = [dict(params=[table], weight_decay=0.0 if undecayed else weight_decay, role='embed'),
                   dict(params=[] if self.is_tied else [head], weight_decay=weight_decay, role='head'),
