@@ -8,8 +8,8 @@ Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
 - learned token and position embeddings, both std init_std (sigma, 0.02);
   optional sqrt(n_embd) scaling of the token embedding at the input (`emb_scale`)
 - pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
-- causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs;
-  always in fp32 on a CPU, even under bf16 autocast, where it is faster)
+- causal self-attention, softmax(q k^T / sqrt(hs)) v under a causal mask: written out in `attend`, run by
+  F.scaled_dot_product_attention (flash kernels on GPUs; always fp32 on a CPU, even under bf16 autocast)
 - GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head (its matmul padded on GPUs)
 - all initialisation in one method, `init_weights`, in the order that matters
@@ -75,22 +75,35 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)      # a residual output projection
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.fused = True  # False: attend() runs its plain lines instead of the fused kernel (to read or check them)
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs) each
                    for t in self.c_attn(x).split(C, dim=2))
-        dropout_p = self.dropout if self.training else 0.0
         if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
             # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
             # sizes (its backward 6x), enough to cancel all that bf16 saves in the matmuls (docs/performance.md).
             with torch.autocast('cpu', enabled=False):
-                y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p,
-                                                   is_causal=True).to(q.dtype)  # (B, nh, T, hs)
+                y = self.attend(q.float(), k.float(), v.float()).to(q.dtype)  # (B, nh, T, hs)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)                  # (B, T, C)
+            y = self.attend(q, k, v)                                          # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)                  # (B, T, C): the heads side by side
         return self.resid_dropout(self.c_proj(y))
+
+    def attend(self, q, k, v):
+        """Each position's output is an average of the values at it and before it, weighted by how well its query
+        matches their keys. F.scaled_dot_product_attention computes the plain lines below (to rounding; with dropout,
+        another mask) in one fused kernel that never holds the (T, T) scores: the fast path, taken unless not fused."""
+        dropout_p = self.dropout if self.training else 0.0
+        if self.fused:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        T = q.size(-2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))   # (B, nh, T, T); 1/sqrt(hs) keeps the spread ~1
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        att = att.masked_fill(future, float('-inf'))            # causal: position t sees no key after t
+        att = F.dropout(F.softmax(att, dim=-1), dropout_p)      # each row: weights that sum to 1
+        return att @ v                                          # (B, nh, T, hs)
 
 
 class MLP(nn.Module):
