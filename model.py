@@ -1,42 +1,37 @@
 """
-A small GPT whose subject is the tied embedding: one matrix W (vocab_size x n_embd) that
-reads tokens in and, transposed, scores them on the way out.
+A small GPT whose subject is the tied embedding: one matrix W (vocab_size x n_embd) that reads tokens in and,
+transposed, scores them on the way out.
 
     self.lm_head.weight = self.token_embedding_table.weight
 
 Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
-- learned token and position embeddings, both std init_std (sigma, 0.02);
-  optional sqrt(n_embd) scaling of the token embedding at the input (`emb_scale`)
+- learned token and position embeddings, std init_std (sigma, 0.02); `emb_scale` multiplies tokens by sqrt(d)
 - pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
-- causal self-attention through F.scaled_dot_product_attention (flash kernels on GPUs;
-  always in fp32 on a CPU, even under bf16 autocast, where it is faster)
+- causal self-attention, softmax(q k^T / sqrt(hs)) v: written out in `attend`, run by scaled_dot_product_attention
+  (flash kernels on GPUs; always fp32 on a CPU, even under bf16 autocast)
 - GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
 - final LayerNorm, then the tie mode's head transform (if any), then a bias-free head (its matmul padded on GPUs)
 - all initialisation in one method, `init_weights`, in the order that matters
 - AdamW, or Muon for the blocks' matrices and AdamW for the rest (`configure_optimizers`), groups named by role
 - OpenAI's GPT-2 weights load through lib/hf_gpt2.py, which builds this GPT (this file imports nothing of ours)
 
-Why tying can hurt (DESIGN.md section 1). Rows w_k of W are i.i.d. N(0, sigma^2), so
-|w_i|^2 ~ d*sigma^2 while w_i . w_k ~ 0 for k != i. If the residual branches start at zero
-(`zero_init_residual`), the network at init is the identity: the final norm sees x = w_i and
-returns h = w_i / sigma. The tied head scores token k with z_k = w_k . h, so
-
-    z_i ~ d*sigma                  (the input token scores itself: the "self term")
-    z_k ~ N(0, d*sigma^2), k != i  (every other token)
-
-and since the next token is almost never the current one,
+Why tying can hurt (docs/initial-loss.md). Rows w_k of W are i.i.d. N(0, sigma^2): |w_i|^2 ~ d*sigma^2 while
+w_i . w_k ~ 0 for k != i. If the residual branches start at zero (`zero_init_residual`), the network at init is
+the identity: the final norm sees x = w_i and returns h = w_i / sigma, and the tied head scores token k with
+z_k = w_k . h: z_i ~ d*sigma for the input token itself (the "self term"), z_k ~ N(0, d*sigma^2) for the others.
+Since the next token is almost never the current one,
 
     initial loss ~ log( e^(d*sigma) + (n-1) * e^(d*sigma^2/2) )        (*)
 
-which is ~ d*sigma instead of log n when w_i alone reaches the final norm: 15.4 against 10.8 for GPT-2
-small with sqrt(d) input scaling (emb_scale); without it the position embedding dilutes x to w_i + p_t,
-the self term to d*sigma/sqrt(2), and (*) gives 11.6 (lib/init_loss_formula.py). Every tie mode except
-`tied` exists to remove the self term z_i; each one sits in `head()` below with its reason.
-Two 2026 pieces: `pit` (pseudo-inverse tying, its own methods pit_*) and `input_grad_scale`.
+~ d*sigma instead of log n: 15.4 against 10.8 for GPT-2 small with emb_scale; without it the position embedding
+dilutes x to w_i + p_t, the self term to d*sigma/sqrt(2), and (*) gives 11.6 (lib/init_loss_formula.py). Every
+tie mode but `tied` removes the self term, each beside its reason: `untied` and `small_init` in init_weights,
+`pit` (2026) in PseudoInverseTie, the rest in head(). The other 2026 piece, `input_grad_scale`, is ScaleGrad.
 """
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -50,8 +45,7 @@ class TieMode(NamedTuple):
     what: str
 
 
-# Every --tie_mode in one table (__init__ reads `shares`, lib/machine.py `square_matmuls`); each mode's code sits
-# next to its reason in init_weights (untied, small_init) or head() (the rest). A new mode: a row, its lines, a test.
+# Every --tie_mode (__init__ reads `shares`, lib/machine.py `square_matmuls`). A new one: a row, its lines, a test.
 TIE_MODES = {
     'untied':      TieMode(False, 0, "a head matrix of its own: w_i . h is a cross term"),
     'tied':        TieMode(True,  0, "plain sharing: the baseline that shows (*)"),
@@ -65,22 +59,6 @@ TIE_MODES = {
 }
 
 
-class ScaleGrad(torch.autograd.Function):
-    """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k
-    backward. A tied matrix's gradient is (input part) + (output part), so k turns it towards the input
-    side; an untied embedding's AdamW divides a constant scale away (up to eps), but not the global-norm
-    clip that the scaled gradient sets off, which scales every gradient down (docs/2026-remedies.md)."""
-
-    @staticmethod
-    def forward(ctx, x, k):
-        ctx.k = k
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.k, None
-
-
 class CausalSelfAttention(nn.Module):
 
     def __init__(self, config):
@@ -90,22 +68,35 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)      # a residual output projection
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.fused = True  # False: attend() runs its plain lines instead of the fused kernel (to read or check them)
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs) each
                    for t in self.c_attn(x).split(C, dim=2))
-        dropout_p = self.dropout if self.training else 0.0
         if q.device.type == 'cpu' and q.dtype == torch.bfloat16:
-            # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these
-            # sizes (its backward 6x), enough to cancel all that bf16 saves in the matmuls (README).
+            # FOOTGUN: torch's CPU attention kernel is about 3x slower in bf16 than in fp32 at these sizes
+            # (its backward 6x), enough to cancel all that bf16 saves in the matmuls (docs/performance.md).
             with torch.autocast('cpu', enabled=False):
-                y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout_p,
-                                                   is_causal=True).to(q.dtype)  # (B, nh, T, hs)
+                y = self.attend(q.float(), k.float(), v.float()).to(q.dtype)  # (B, nh, T, hs)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)                  # (B, T, C)
+            y = self.attend(q, k, v)                                          # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)                      # (B, T, C): the heads side by side
         return self.resid_dropout(self.c_proj(y))
+
+    def attend(self, q, k, v):
+        """Each position's output is an average of the values at it and before it, weighted by how well its query
+        matches their keys. scaled_dot_product_attention computes the plain lines below (to rounding; with dropout,
+        another mask) in one fused kernel that never holds the (T, T) scores: the fast path, taken unless not fused."""
+        dropout_p = self.dropout if self.training else 0.0
+        if self.fused:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        T = q.size(-2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))   # (B, nh, T, T); 1/sqrt(hs) keeps the spread ~1
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        att = att.masked_fill(future, float('-inf'))            # causal: position t sees no key after t
+        att = F.dropout(F.softmax(att, dim=-1), dropout_p)      # each row: weights that sum to 1
+        return att @ v                                          # (B, nh, T, hs)
 
 
 class MLP(nn.Module):
@@ -135,6 +126,73 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))
         x = x + self.mlp(self.ln_2(x))
         return x
+
+
+class ScaleGrad(torch.autograd.Function):
+    """--input_grad_scale (Lopardo et al. 2026, arXiv 2603.26663): identity forward, gradient times k backward.
+    A tied matrix's gradient is (input part) + (output part), so k turns it towards the input side; an untied
+    embedding's AdamW divides a constant k away (up to eps), but not the global-norm clip that the scaled gradient
+    sets off, which scales every gradient down (docs/2026-remedies.md)."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.k, None
+
+
+class PseudoInverseTie(nn.Module):
+    """tie_mode='pit', pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556), all of it. The shared matrix is a
+    memory U (n x d) kept orthonormal, and a learned S = L L^T, symmetric positive definite, sits between U and the
+    network on both sides: token i goes in as S^-1 u_i (`lift`), the head scores U S h (`forward`, then the tied
+    head). Decoding an encoded token goes through U S S^-1 U^T = U U^T, the projection onto U's columns, whatever
+    S has learned: the head is the embedding's pseudo-inverse at every step. The self term of (*) at init is
+    d/sqrt(n) where n > d, small; where n <= d, U U^T = I and pit starts as a copier like plain tying
+    (docs/2026-remedies.md). U and L are never decayed: the retraction would undo it on U, and shrinking L makes
+    S singular (configure_optimizers)."""
+
+    def __init__(self, d):
+        super().__init__()
+        # L lower triangular with a positive diagonal, kept as its strictly lower part and the log of its diagonal.
+        self.lower = nn.Parameter(torch.zeros(d, d))
+        self.log_diag = nn.Parameter(torch.zeros(d))
+
+    @torch.no_grad()
+    def init_weights(self, U):  # S = I; U orthonormal: columns where n > d, rows where n <= d (orthogonal_ of n x d)
+        nn.init.zeros_(self.lower)
+        nn.init.zeros_(self.log_diag)
+        nn.init.orthogonal_(U)
+
+    def cholesky(self):
+        return torch.tril(self.lower, -1) + torch.diag(self.log_diag.exp())  # L, so that S = L L^T is SPD
+
+    def lift(self, u):
+        """Token vectors u (B, T, C) -> S^-1 u by two triangular solves (y L^T = u, then x L = y), no inverse."""
+        L = self.cholesky()
+        y = torch.linalg.solve_triangular(L.t(), u.reshape(-1, u.size(-1)), upper=True, left=False)
+        return torch.linalg.solve_triangular(L, y, upper=False, left=False).view_as(u)
+
+    def forward(self, h):
+        L = self.cholesky()
+        return (h @ L) @ L.t()  # S h, row-wise h @ L @ L^T: the tied head then scores U S h
+
+    @torch.no_grad()
+    def retract(self, U):
+        """The optimizer moves U off its orthonormal frame; QR puts it back (R's signs keep Q nearest to U)."""
+        tall = U.size(0) > U.size(1)
+        Q, R = torch.linalg.qr((U if tall else U.t()).float())
+        Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
+        U.copy_(Q if tall else Q.t())
+
+    @staticmethod
+    def rename(gpt, state_dict, prefix, *args, old='pit.', new='pit_'):
+        """GPT's state-dict hooks: checkpoints name L's parts pit_lower and pit_log_diag, as when GPT held them."""
+        for name in ('lower', 'log_diag'):
+            if prefix + old + name in state_dict:
+                state_dict[prefix + new + name] = state_dict.pop(prefix + old + name)
 
 
 @dataclass
@@ -185,54 +243,49 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         n, d = config.vocab_size, config.n_embd
+        # pit's parameters first, where saved optimizer states have them; saved weights call them pit_lower and
+        # pit_log_diag (PseudoInverseTie.rename), so every checkpoint loads and resumes.
+        self.pit = PseudoInverseTie(d) if config.tie_mode == 'pit' else None
+        if self.pit is not None:
+            self.register_state_dict_post_hook(PseudoInverseTie.rename)
+            self.register_load_state_dict_pre_hook(partial(PseudoInverseTie.rename, old='pit_', new='pit.'))
         self.token_embedding_table = nn.Embedding(n, d)
         self.position_embedding_table = nn.Embedding(config.block_size, d)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(d, bias=config.bias)
-        # The head has no bias: an embedding has none, so a biased head could not be fully shared.
-        self.lm_head = nn.Linear(d, n, bias=False)
-
-        # Extra pieces some tie modes put between ln_f and the head (see head()).
+        self.lm_head = nn.Linear(d, n, bias=False)  # no bias: an embedding has none, so it could not be shared
         if config.tie_mode == 'proj':
             self.tie_proj = nn.Linear(d, d, bias=False)
         if config.tie_mode == 'bert':
             self.bert_dense = nn.Linear(d, d)     # BERT's MLM head transform: dense -> GELU -> LayerNorm,
             self.bert_norm = nn.LayerNorm(d)      # with biases, as in BERT,
             self.output_bias = nn.Parameter(torch.zeros(n))  # plus the decoder bias it adds on purpose
-        if config.tie_mode == 'pit':
-            # S = L L^T, symmetric positive definite: L lower triangular with a positive diagonal, kept
-            # as its strictly lower part and the log of its diagonal. The shared matrix is the memory U.
-            self.pit_lower = nn.Parameter(torch.zeros(d, d))
-            self.pit_log_diag = nn.Parameter(torch.zeros(d))
-
         if TIE_MODES[config.tie_mode].shares:
             # THE line. One Parameter, two names: state_dict() lists both keys, parameters() yields it
             # once, and autograd adds the gradients from the input lookup and the output projection.
             self.lm_head.weight = self.token_embedding_table.weight
-
         self.init_weights()
 
     @torch.no_grad()
     def init_weights(self):
-        """All initialisation, in one place, for clarity. The order matters only for the shared
-        matrix, which is why it comes last."""
-        cfg = self.config
-        sigma = cfg.init_std
-        # Blocks: GPT-2's init, every Linear N(0, sigma), biases zero, norms the identity.
-        for module in list(self.blocks.modules()) + [self.ln_f]:
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, mean=0.0, std=sigma)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-        # Residual output projections. GPT-2 scales them by 1/sqrt(2*n_layer) so the residual stream
-        # does not grow with depth; but they are then non-zero, the branches dominate x at the final
-        # norm and dilute w_i, and the self term of (*) mostly disappears. zero_init_residual makes
-        # every block the identity at init: the premise of (*), and what speed-run codebases do.
+        """All initialisation, in one place. The order matters only for the shared matrix: it comes last."""
+        cfg, sigma = self.config, self.config.init_std
+
+        def gpt2_init(modules):  # GPT-2's init: every Linear N(0, sigma), biases zero, norms the identity
+            for module in modules:
+                if isinstance(module, (nn.Linear, nn.LayerNorm)):
+                    if isinstance(module, nn.Linear):
+                        nn.init.normal_(module.weight, mean=0.0, std=sigma)
+                    else:
+                        nn.init.ones_(module.weight)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
+
+        gpt2_init(list(self.blocks.modules()) + [self.ln_f])
+        # Residual output projections. GPT-2 scales them by 1/sqrt(2*n_layer) so the residual stream does not grow
+        # with depth; but then the branches dominate x at the final norm, dilute w_i, and the self term of (*) mostly
+        # disappears. zero_init_residual makes every block the identity: the premise of (*), as in speed-run code.
         for block in self.blocks:
             for proj in (block.attn.c_proj, block.mlp.c_proj):
                 if cfg.zero_init_residual:
@@ -240,33 +293,20 @@ class GPT(nn.Module):
                 else:
                     nn.init.normal_(proj.weight, mean=0.0, std=sigma / math.sqrt(2 * cfg.n_layer))
         nn.init.normal_(self.position_embedding_table.weight, mean=0.0, std=sigma)
-
-        if not self.is_tied:  # mode-specific head parts. 'untied': a head matrix of its own, independent of W
+        if not self.is_tied:  # 'untied': a head matrix of its own, independent of W, so w_i . h is a cross term
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)
-        if cfg.tie_mode == 'proj':
-            # Orthogonal, so P keeps |h| = sqrt(d): the other logits keep their N(0, d*sigma^2) spread.
+        if cfg.tie_mode == 'proj':  # orthogonal, so |P h| = sqrt(d): the other logits keep their N(0, d*sigma^2)
             nn.init.orthogonal_(self.tie_proj.weight)
         if cfg.tie_mode == 'bert':
-            nn.init.normal_(self.bert_dense.weight, mean=0.0, std=sigma)
-            nn.init.zeros_(self.bert_dense.bias)
-            nn.init.ones_(self.bert_norm.weight)
-            nn.init.zeros_(self.bert_norm.bias)
+            gpt2_init([self.bert_dense, self.bert_norm])
             nn.init.zeros_(self.output_bias)
-        if cfg.tie_mode == 'pit':  # S = I: the head starts as U and the input as U
-            nn.init.zeros_(self.pit_lower)
-            nn.init.zeros_(self.pit_log_diag)
-
-        # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual
-        # `self.apply(init_fn)` visits this tensor twice, once as an Embedding and once as a Linear,
-        # and whichever comes last wins; here it is written exactly once, after tying.
-        # small_init: the self term of (*) is e^(d*std); choosing std = log(n)/d makes it e^(log n) = n,
-        # the same size as the sum over the other n-1 tokens: the loss starts near log 2n with emb_scale (11.55,
-        # log 2n = 11.52 at GPT-2 small); without it the position embedding dilutes the self term: near log n.
+        # The token embedding, which in every mode but 'untied' IS the head. FOOTGUN: the usual `self.apply(init_fn)`
+        # visits this tensor twice, as an Embedding and as a Linear, and the last wins; here it is written once.
+        # small_init: the self term of (*) is e^(d*std); std = log(n)/d makes it e^(log n) = n, as big as the other
+        # n-1 tokens together: the loss starts near log 2n with emb_scale, near log n without (docs/initial-loss.md).
         std = math.log(cfg.vocab_size) / cfg.n_embd if cfg.tie_mode == 'small_init' else sigma
-        # pit: the token memory U, orthonormal: columns where n > d (U^T U = I, rows of norm sqrt(d/n)),
-        # rows where n <= d (U U^T = I, rows of norm 1), as orthogonal_ draws an n x d matrix.
-        if cfg.tie_mode == 'pit':
-            nn.init.orthogonal_(self.token_embedding_table.weight)
+        if self.pit is not None:  # pit: S = I and U orthonormal
+            self.pit.init_weights(self.token_embedding_table.weight)
         else:
             nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=std)
 
@@ -282,76 +322,42 @@ class GPT(nn.Module):
         self.lm_head.weight = nn.Parameter(self.token_embedding_table.weight.detach().clone())
         return self.lm_head.weight
 
-    def pit_cholesky(self):
-        """L, lower triangular with a positive diagonal, so that S = L L^T is symmetric positive definite."""
-        return torch.tril(self.pit_lower, -1) + torch.diag(self.pit_log_diag.exp())
-
-    def pit_lift(self, u):
-        """Token vectors u_i (B, T, C) -> S^-1 u_i by two triangular solves (x L L^T = u row-wise: y L^T = u,
-        then x L = y), never an explicit inverse. Where n <= d, U U^T = I: with S = I and identity blocks
-        the head decodes token i exactly back to i, a copier with a self term ~ sqrt(d) like plain tying;
-        where n > d the rows have norm sqrt(d/n) and the self term d/sqrt(n) is small (init_loss_formula)."""
-        L = self.pit_cholesky()
-        y = torch.linalg.solve_triangular(L.t(), u.reshape(-1, u.size(-1)), upper=True, left=False)
-        return torch.linalg.solve_triangular(L, y, upper=False, left=False).view_as(u)
-
-    @torch.no_grad()
     def after_optimizer_step(self):
-        """pit: AdamW moves U off its orthonormal frame; a QR retraction puts it back after every step
-        (Q with the signs that keep it nearest to U). Every other mode: nothing."""
-        if self.config.tie_mode != 'pit':
-            return
-        U = self.token_embedding_table.weight
-        tall = U.size(0) > U.size(1)
-        Q, R = torch.linalg.qr((U if tall else U.t()).float())
-        Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
-        U.copy_(Q if tall else Q.t())
+        if self.pit is not None:  # the one mode with work here: U back onto its orthonormal frame
+            self.pit.retract(self.token_embedding_table.weight)
 
     def head(self, h):
-        """Final hidden state h (B, T, C), |h| ~ sqrt(C) after ln_f, to logits (B, T, vocab_size). With plain
-        tying and identity blocks h ~ w_i / sigma, and the self term w_i . h ~ d*sigma dominates (*); each
-        remedy below makes it a cross term instead."""
-        mode = self.config.tie_mode
-        C = h.size(-1)
+        """h (B, T, C) after ln_f, |h| ~ sqrt(C), to logits (B, T, vocab_size), each mode's way round the self term."""
+        mode, C = self.config.tie_mode, h.size(-1)
         if mode == 'proj':
-            # w_i . (P w_i) for a random orthogonal P is a sum of products of different coordinates
-            # mixed at random (Johnson-Lindenstrauss): mean 0, spread sigma^2*sqrt(d), no self term.
-            # BERT's MLM head transform does the same job. Costs d^2 parameters and one matmul.
+            # w_i . (P w_i) for a random orthogonal P is a sum of products of different coordinates mixed at
+            # random (Johnson-Lindenstrauss): mean 0, spread sigma^2*sqrt(d), no self term. d^2 parameters.
             h = self.tie_proj(h)
         elif mode == 'shuffle':
-            # S[h] = h[d/2:] ++ h[:d/2]. Then S[w_i] . w_i = 2 * sum_k w_i[k] w_i[k + d/2] ~ 0: at init
-            # it is as if W were split into two untied n x d/2 halves, one reading, one writing.
-            # No parameters; a copy.
+            # S[h] = h[d/2:] ++ h[:d/2]. Then S[w_i] . w_i = 2 * sum_k w_i[k] w_i[k + d/2] ~ 0: at init it is
+            # as if W were split into two untied n x d/2 halves, one reading, one writing. No parameters.
             h = torch.cat((h[..., C // 2:], h[..., :C // 2]), dim=-1)
         elif mode == 'shufflenet':
-            # ShuffleNet's channel shuffle: view the width as (g, d/g), transpose, flatten (a perfect
-            # shuffle). Only a couple of the d coordinates stay in place, so the self term shrinks
-            # to ~ (fixed points / d) * d*sigma. No parameters.
+            # ShuffleNet's channel shuffle: view the width as (g, d/g), transpose, flatten. Only a couple of the
+            # d coordinates stay in place, so the self term shrinks to ~ (fixed points / d) * d*sigma.
             g = self.config.shuffle_groups
             h = h.unflatten(-1, (g, C // g)).transpose(-1, -2).flatten(-2)
         elif mode == 'bert':
-            # BERT: dense -> GELU -> LayerNorm re-mixes h into a random direction before the tied
-            # decoder, then adds an output bias (the one biased head in this file, on purpose).
+            # BERT: dense -> GELU -> LayerNorm re-mixes h into a random direction before the tied decoder,
+            # then adds an output bias (the one biased head in this file, on purpose).
             h = self.bert_norm(F.gelu(self.bert_dense(h)))
             return self.head_matmul(h) + self.output_bias
         elif mode == 'pit':
-            # Pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556): logits = U S h. The input side
-            # (pit_lift) feeds token i in as S^-1 u_i, so decoding an encoded token goes through
-            # U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned: the head
-            # is the embedding's pseudo-inverse at every step. S h = L (L^T h), row-wise h @ L @ L^T.
-            L = self.pit_cholesky()
-            h = (h @ L) @ L.t()
+            h = self.pit(h)  # S h, so that U S h decodes S^-1 u_i through U U^T (PseudoInverseTie)
         elif mode == 'logit_scale':
-            # T5 v1.0 / Mesh-TensorFlow: scale h by d^-1/2 before the tied head. The self term keeps
-            # its sign but shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
+            # T5 v1.0 / Mesh-TensorFlow: h * d^-1/2 before the tied head. The self term keeps its sign but
+            # shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
             h = h * C ** -0.5
-        # 'untied' needs nothing here (its head is a separate matrix, so w_i . h is a cross term);
-        # 'small_init' acts only in init_weights; 'tied' is the baseline that shows the problem.
-        return self.head_matmul(h)
+        return self.head_matmul(h)  # 'untied' and 'small_init' act in init_weights; 'tied' shows the problem
 
     def head_matmul(self, h):
-        # GPU kernels are faster at a multiple of 64 rows (GPT-2's 50,257 -> 50,304: 8 % on an H100): W gets zero rows for
-        # this product alone and the extra logits are cut off, so every loss, probe, sample and weight sees the n real.
+        # GPU kernels are faster at a multiple of 64 rows (GPT-2's 50,257 -> 50,304: 8 % on an H100): W gets zero
+        # rows for this product alone and the extra logits are cut off, so everything else sees the n real ones.
         W = self.lm_head.weight
         padding = -W.size(0) % self.config.pad_vocab_to
         return F.linear(h, F.pad(W, (0, 0, 0, padding)))[..., :W.size(0)] if padding else self.lm_head(h)
@@ -366,8 +372,8 @@ class GPT(nn.Module):
         tok = self.token_embedding_table(idx)                        # (B, T, C)
         if self.config.input_grad_scale != 1.0:
             tok = ScaleGrad.apply(tok, self.config.input_grad_scale)
-        if self.config.tie_mode == 'pit':
-            tok = self.pit_lift(tok)                                 # S^-1 u_i: the inverse of the head's S
+        if self.pit is not None:
+            tok = self.pit.lift(tok)                                 # S^-1 u_i: the inverse of the head's S
         if self.config.emb_scale:
             # sqrt(d) makes |tok| ~ d*sigma dwarf the position embedding, so x ~ w_i again and the
             # self term of (*) comes back in full: scaling plus tying amplifies the problem.
@@ -380,36 +386,31 @@ class GPT(nn.Module):
             h = h[:, [-1], :]                                        # (B, 1, C)
             targets = None if targets is None else targets[:, [-1]]  # (B, 1): the loss of what was scored
         logits = self.head(h)                                        # (B, T, vocab_size)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1),
-                                   ignore_index=-1)
+        loss = None if targets is None else F.cross_entropy(
+            logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     def num_params(self):  # the shared matrix counted once: parameters() yields a shared tensor once
         return sum(p.numel() for p in self.parameters())
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-        """[AdamW], or [AdamW, Muon] when muon (lib/optimizers.py: makes a Muon of its groups and the maps each stacked
-        matrix holds) is given. Decay on matrices only, not on biases and norm gains. The groups are named for their
-        roles so that each end can have its own rate: 'embed' (the token table, the shared matrix when tied: there
-        once), 'head' (an untied head; empty while tied), 'matrices', 'gains'. pit's U and L are not decayed (the
-        retraction would undo it on U; shrinking L makes S singular)."""
+        """[AdamW], or [AdamW, Muon] when muon (lib/optimizers.py: makes a Muon of its groups and the maps each
+        stacked matrix holds) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
+        The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
+        shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices', 'gains'."""
         table, head = self.token_embedding_table.weight, self.lm_head.weight
         # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
         # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
         # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
         hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
         rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden])]
-        undecayed = [self.pit_lower] if self.config.tie_mode == 'pit' else []
+        undecayed = [self.pit.lower] if self.pit is not None else []
         decayed = [p for p in rest if p.dim() >= 2 and all(p is not q for q in undecayed)]
         groups = [dict(params=[table], weight_decay=0.0 if undecayed else weight_decay, role='embed'),
                   dict(params=[] if self.is_tied else [head], weight_decay=weight_decay, role='head'),
                   dict(params=decayed, weight_decay=weight_decay, role='matrices'),
                   dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
-        if fused is None:
-            # One kernel for all tensors instead of a Python loop of ~10 small ops per tensor:
-            # 0.44 ms instead of 2.5 ms per step on the default CPU recipe, 5 % of the step.
+        if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
             fused = device_type in ('cpu', 'cuda', 'mps')
         adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
         # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
@@ -428,8 +429,7 @@ class GPT(nn.Module):
         out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)
         out[:, :T] = idx
         for t in range(T, T + max_new_tokens):
-            idx_cond = out[:, max(0, t - self.config.block_size):t]
-            logits, _ = self(idx_cond, last_only=True)
+            logits, _ = self(out[:, max(0, t - self.config.block_size):t], last_only=True)
             logits = logits[:, -1, :].float()                          # (B, vocab_size)
             if temperature <= 0:
                 idx_next = logits.argmax(dim=-1, keepdim=True)

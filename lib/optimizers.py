@@ -214,7 +214,7 @@ def from_two_groups(saved, adamw, model):
     """An AdamW state_dict from before the groups had roles (decayed matrices, then the rest, in the model's
     parameter order) renumbered for the groups configure_optimizers makes now, so older checkpoints resume."""
     params = [p for p in model.parameters() if p.requires_grad]
-    undecayed = [model.token_embedding_table.weight, model.pit_lower] if model.config.tie_mode == 'pit' else []
+    undecayed = [model.token_embedding_table.weight, model.pit.lower] if model.config.tie_mode == 'pit' else []
     decayed = [p for p in params if p.dim() >= 2 and all(p is not q for q in undecayed)]
     old_order = decayed + [p for p in params if all(p is not q for q in decayed)]
     new_index = {id(p): i for i, p in enumerate(p for group in adamw.param_groups for p in group['params'])}

@@ -27,8 +27,8 @@ def copy_probe(logits, idx, targets):
 @torch.no_grad()
 def pit_matrices(model):
     """pit as an untied model holds it: the input matrix (rows S^-1 u_i, n x d) and the head U S."""
-    U, L = model.token_embedding_table.weight, model.pit_cholesky()
-    return model.pit_lift(U[None])[0], U @ L @ L.t()
+    U, L = model.token_embedding_table.weight, model.pit.cholesky()
+    return model.pit.lift(U[None])[0], U @ L @ L.t()
 
 
 class GradSources:

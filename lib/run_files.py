@@ -305,7 +305,7 @@ def check_vocab_size(cfg, meta):
 def param_breakdown(model):
     """Where the parameters are, as {part: count}; the parts add up to num_params()."""
     head_extra = [p for name, p in model.named_parameters()
-                  if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit_'))]
+                  if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit.'))]
     return {
         'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
         'position_embedding': model.position_embedding_table.weight.numel(),

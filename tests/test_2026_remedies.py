@@ -40,7 +40,7 @@ def test_pit_keeps_u_orthonormal_and_s_spd_after_100_steps(shape):
     assert model.lm_head.weight is model.token_embedding_table.weight      # U is the one shared matrix
     gram = U.t() @ U if U.size(0) > U.size(1) else U @ U.t()
     assert torch.allclose(gram, torch.eye(gram.size(0)), atol=1e-4)
-    L = model.pit_cholesky().detach()
+    L = model.pit.cholesky().detach()
     S = L @ L.t()
     assert not torch.allclose(S, torch.eye(S.size(0)), atol=1e-2)          # S has learned something
     assert torch.allclose(S, S.t())
@@ -53,7 +53,7 @@ def test_pit_decodes_every_token_back_to_itself_through_u_s_s_inverse_u_t(shape)
     model = steps(GPT(GPTConfig(tie_mode='pit', **shape)), 30, lr=1e-2)      # an S far from the identity
     U = model.token_embedding_table.weight.detach()
     with torch.no_grad():
-        decoded = model.head(model.pit_lift(U[None]))[0]                     # U S S^-1 U^T, (n, n)
+        decoded = model.head(model.pit.lift(U[None]))[0]                     # U S S^-1 U^T, (n, n)
     assert torch.allclose(decoded, U @ U.t(), atol=1e-4)
     assert torch.equal(decoded.argmax(-1), torch.arange(shape['vocab_size']))
     inputs, head = pit_matrices(model)                                        # what an untied export holds
@@ -64,8 +64,24 @@ def test_pit_excludes_u_and_l_from_weight_decay():
     model = GPT(GPTConfig(tie_mode='pit', **TALL))
     (optimizer,) = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu')
     decayed = [p for group in optimizer.param_groups if group['weight_decay'] > 0 for p in group['params']]
-    assert all(p is not model.token_embedding_table.weight and p is not model.pit_lower for p in decayed)
+    assert all(p is not model.token_embedding_table.weight and p is not model.pit.lower for p in decayed)
     assert any(p is model.blocks[0].mlp.c_fc.weight for p in decayed)
+
+
+def test_pit_keeps_its_checkpoint_names_and_its_place_first_in_parameters():
+    # S lives in model.pit, but state_dict() and checkpoints call its parts pit_lower and pit_log_diag, and they
+    # stay first in parameters(), where saved optimizer states have them: every pit checkpoint still loads.
+    model = GPT(GPTConfig(tie_mode='pit', **TALL))
+    with torch.no_grad():
+        model.pit.lower.normal_(), model.pit.log_diag.normal_()
+    state = model.state_dict()
+    assert {'pit_lower', 'pit_log_diag'} <= set(state) and not [k for k in state if k.startswith('pit.')]
+    first = list(model.parameters())[:2]
+    assert first[0] is model.pit.lower and first[1] is model.pit.log_diag
+    fresh = GPT(GPTConfig(tie_mode='pit', **TALL))
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.pit.lower, model.pit.lower) and torch.equal(fresh.pit.log_diag, model.pit.log_diag)
+    assert 'pit_lower' in state  # load_state_dict renamed a copy, not the caller's dict
 
 
 def test_input_grad_scale_leaves_the_forward_pass_and_scales_the_lookup_gradient_by_k():

@@ -289,6 +289,25 @@ def test_cpu_bf16_autocast_runs_attention_in_fp32_and_the_rest_in_bf16(monkeypat
     assert seen == [torch.float32] * SMALL['n_layer']
 
 
+def test_the_written_out_attention_computes_what_the_fused_kernel_does():
+    # attend()'s plain lines (scores, causal mask, softmax) are the readable version of the fast path
+    attn = make().blocks[0].attn
+    q, k, v = (torch.randn(2, SMALL['n_head'], SMALL['block_size'], 8, generator=torch.Generator().manual_seed(i))
+               for i in range(3))  # std 1: sharp softmaxes, so a wrong mask or scale would show
+    fused = attn.attend(q, k, v)
+    attn.fused = False
+    torch.testing.assert_close(attn.attend(q, k, v), fused, rtol=1e-5, atol=1e-6)
+    # and through a whole model: the same logits, loss and gradients
+    models, idx = [make(), make()], torch.randint(SMALL['vocab_size'], (2, SMALL['block_size']))
+    for block in models[1].blocks:
+        block.attn.fused = False
+    (logits, loss), (plain_logits, plain_loss) = (m(idx, idx) for m in models)
+    torch.testing.assert_close(plain_logits, logits, rtol=1e-5, atol=1e-6)
+    (loss + plain_loss).backward()
+    for p, plain in zip(*(m.parameters() for m in models)):
+        torch.testing.assert_close(plain.grad, p.grad, rtol=1e-4, atol=1e-7)
+
+
 def test_the_optimizer_is_fused_on_cpu_and_steps_like_the_loop_version():
     models = [make(), make()]
     (fused,) = models[0].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu')
