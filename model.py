@@ -4,29 +4,22 @@ transposed, scores them on the way out.
 
     self.lm_head.weight = self.token_embedding_table.weight
 
-Architecture (GPT-2 / NanoGPT lineage), read top to bottom:
-- learned token and position embeddings, std init_std (sigma, 0.02); `emb_scale` multiplies tokens by sqrt(d)
-- pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); LayerNorm with optional bias
-- causal self-attention, softmax(q k^T / sqrt(hs)) v: written out in `attend`, run by scaled_dot_product_attention
-  (flash kernels on GPUs; always fp32 on a CPU, even under bf16 autocast)
-- GELU MLP with 4x expansion (exact GELU; GPT-2's tanh approximation with gelu_approx='tanh')
-- final LayerNorm, then the tie mode's head transform (if any), then a bias-free head (its matmul padded on GPUs)
-- all initialisation in one method, `init_weights`, in the order that matters
-- AdamW, or Muon for the blocks' matrices and AdamW for the rest (`configure_optimizers`), groups named by role
-- OpenAI's GPT-2 weights load through lib/hf_gpt2.py, which builds this GPT (this file imports nothing of ours)
+Architecture (GPT-2 / NanoGPT lineage), read top to bottom: learned token and position embeddings (`emb_scale`:
+tokens times sqrt(d)); pre-norm blocks x + attn(ln(x)), x + mlp(ln(x)); causal self-attention, written out in
+`attend` and run by scaled_dot_product_attention; a 4x GELU MLP; a final LayerNorm, the tie mode's head transform,
+a bias-free head. All initialisation is in `init_weights`. Which optimizer and rate each parameter gets is
+lib/optimizers.py's `configure_optimizers`; sampling is sample.py's `generate`.
 
 Why tying can hurt (docs/initial-loss.md). Rows w_k of W are i.i.d. N(0, sigma^2): |w_i|^2 ~ d*sigma^2 while
 w_i . w_k ~ 0 for k != i. If the residual branches start at zero (`zero_init_residual`), the network at init is
-the identity: the final norm sees x = w_i and returns h = w_i / sigma, and the tied head scores token k with
-z_k = w_k . h: z_i ~ d*sigma for the input token itself (the "self term"), z_k ~ N(0, d*sigma^2) for the others.
-Since the next token is almost never the current one,
+the identity, the final norm returns h = w_i / sigma, and the tied head scores the input token itself z_i ~ d*sigma
+(the "self term") and every other z_k ~ N(0, d*sigma^2). The next token is almost never the current one, so
 
     initial loss ~ log( e^(d*sigma) + (n-1) * e^(d*sigma^2/2) )        (*)
 
-~ d*sigma instead of log n: 15.4 against 10.8 for GPT-2 small with emb_scale; without it the position embedding
-dilutes x to w_i + p_t, the self term to d*sigma/sqrt(2), and (*) gives 11.6 (lib/init_loss_formula.py). Every
-tie mode but `tied` removes the self term, each beside its reason: `untied` and `small_init` in init_weights,
-`pit` (2026) in PseudoInverseTie, the rest in head(). The other 2026 piece, `input_grad_scale`, is ScaleGrad.
+~ d*sigma instead of log n: 15.4 against 10.8 for GPT-2 small with emb_scale. Every tie mode but `tied` removes the
+self term, each beside its reason: `untied` and `small_init` in init_weights, `pit` in PseudoInverseTie, the rest
+in head(). `input_grad_scale` is ScaleGrad.
 """
 
 import math
@@ -146,13 +139,11 @@ class ScaleGrad(torch.autograd.Function):
 
 class PseudoInverseTie(nn.Module):
     """tie_mode='pit', pseudo-inverse tying (Gu et al. 2026, arXiv 2602.04556), all of it. The shared matrix is a
-    memory U (n x d) kept orthonormal, and a learned S = L L^T, symmetric positive definite, sits between U and the
-    network on both sides: token i goes in as S^-1 u_i (`lift`), the head scores U S h (`forward`, then the tied
-    head). Decoding an encoded token goes through U S S^-1 U^T = U U^T, the projection onto U's columns, whatever
-    S has learned: the head is the embedding's pseudo-inverse at every step. The self term of (*) at init is
-    d/sqrt(n) where n > d, small; where n <= d, U U^T = I and pit starts as a copier like plain tying
-    (docs/2026-remedies.md). U and L are never decayed: the retraction would undo it on U, and shrinking L makes
-    S singular (configure_optimizers)."""
+    memory U (n x d) kept orthonormal, and a learned SPD S = L L^T sits between U and the network on both sides:
+    token i goes in as S^-1 u_i (`lift`), the head scores U S h (`forward`, then the tied head). Decoding an encoded
+    token goes through U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned. The self term
+    of (*) at init is d/sqrt(n) where n > d; where n <= d, U U^T = I and pit starts as a copier like plain tying
+    (docs/2026-remedies.md). U and L are never decayed (lib/optimizers.configure_optimizers)."""
 
     def __init__(self, d):
         super().__init__()
@@ -213,28 +204,25 @@ class GPTConfig:
     input_grad_scale: float = 1.0  # k: the token lookup's gradient times k on the way back (ScaleGrad)
     pad_vocab_to: int = 1          # the head's matmul rounds its rows up to a multiple of this (head_matmul)
 
-    def __post_init__(self):
-        # Fail here, with the key's name, rather than as a shape error deep inside a matmul.
+    def __post_init__(self):  # fail here, naming the key, rather than as a shape error deep inside a matmul
         for key in ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'shuffle_groups', 'pad_vocab_to'):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value := getattr(self, key), bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
         for key, allowed in (('tie_mode', TIE_MODES), ('gelu_approx', ('none', 'tanh'))):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not allowed; choose one of: {', '.join(allowed)}")
-        if self.n_embd % self.n_head != 0:
-            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
-        if self.tie_mode == 'shuffle' and self.n_embd % 2 != 0:
-            raise ValueError(f"tie_mode='shuffle' swaps two halves of the width, so n_embd must be even, "
-                             f"got n_embd={self.n_embd}")
-        if self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups != 0:
-            raise ValueError(f"tie_mode='shufflenet' needs n_embd divisible by shuffle_groups, got n_embd={self.n_embd}, "
-                             f"shuffle_groups={self.shuffle_groups}; allowed groups are the divisors of {self.n_embd}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        for key in ('init_std', 'input_grad_scale'):
-            if not 0 < getattr(self, key) < math.inf:
-                raise ValueError(f"{key} must be a positive finite number, got {getattr(self, key)!r}")
+        problems = [(self.n_embd % self.n_head, f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}"),
+                    (self.tie_mode == 'shuffle' and self.n_embd % 2, f"tie_mode='shuffle' swaps two halves of the "
+                     f"width, so n_embd must be even, got n_embd={self.n_embd}"),
+                    (self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups, f"tie_mode='shufflenet' "
+                     f"needs n_embd divisible by shuffle_groups, got n_embd={self.n_embd}, shuffle_groups="
+                     f"{self.shuffle_groups}; allowed groups are the divisors of {self.n_embd}"),
+                    (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout!r}")]
+        problems += [(not 0 < getattr(self, key) < math.inf, f"{key} must be a positive finite number, got "
+                      f"{getattr(self, key)!r}") for key in ('init_std', 'input_grad_scale')]
+        for failed, message in problems:
+            if failed:
+                raise ValueError(message)
 
 
 class GPT(nn.Module):
@@ -274,13 +262,12 @@ class GPT(nn.Module):
 
         def gpt2_init(modules):  # GPT-2's init: every Linear N(0, sigma), biases zero, norms the identity
             for module in modules:
-                if isinstance(module, (nn.Linear, nn.LayerNorm)):
-                    if isinstance(module, nn.Linear):
-                        nn.init.normal_(module.weight, mean=0.0, std=sigma)
-                    else:
-                        nn.init.ones_(module.weight)
-                    if module.bias is not None:
-                        nn.init.zeros_(module.bias)
+                if isinstance(module, nn.Linear):
+                    nn.init.normal_(module.weight, mean=0.0, std=sigma)
+                elif isinstance(module, nn.LayerNorm):
+                    nn.init.ones_(module.weight)
+                if isinstance(module, (nn.Linear, nn.LayerNorm)) and module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
         gpt2_init(list(self.blocks.modules()) + [self.ln_f])
         # Residual output projections. GPT-2 scales them by 1/sqrt(2*n_layer) so the residual stream does not grow
@@ -315,8 +302,7 @@ class GPT(nn.Module):
         return self.lm_head.weight is self.token_embedding_table.weight
 
     def untie(self):
-        """--untie_at: the head gets a Parameter of its own, a copy of the shared matrix (same logits now,
-        learning apart from here; the GPT-2 speed-run record of December 2025 unties at 2/3 of training)."""
+        """--untie_at: the head gets its own Parameter, a copy of the shared matrix: the same logits, learning apart."""
         if not self.is_tied:
             raise ValueError(f"tie_mode={self.config.tie_mode!r}: the head is not tied, so it cannot be untied")
         self.lm_head.weight = nn.Parameter(self.token_embedding_table.weight.detach().clone())
@@ -392,54 +378,3 @@ class GPT(nn.Module):
 
     def num_params(self):  # the shared matrix counted once: parameters() yields a shared tensor once
         return sum(p.numel() for p in self.parameters())
-
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-        """[AdamW], or [AdamW, Muon] when muon (lib/optimizers.py: makes a Muon of its groups and the maps each
-        stacked matrix holds) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
-        The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
-        shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices', 'gains'."""
-        table, head = self.token_embedding_table.weight, self.lm_head.weight
-        # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
-        # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
-        # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
-        hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
-        rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden])]
-        undecayed = [self.pit.lower] if self.pit is not None else []
-        decayed = [p for p in rest if p.dim() >= 2 and all(p is not q for q in undecayed)]
-        groups = [dict(params=[table], weight_decay=0.0 if undecayed else weight_decay, role='embed'),
-                  dict(params=[] if self.is_tied else [head], weight_decay=weight_decay, role='head'),
-                  dict(params=decayed, weight_decay=weight_decay, role='matrices'),
-                  dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
-        if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
-            fused = device_type in ('cpu', 'cuda', 'mps')
-        adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
-        # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
-        # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
-        maps = {block.attn.c_attn.weight: 3 for block in self.blocks}
-        return [adamw, muon([dict(params=hidden, role='muon')], maps)] if muon else [adamw]
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Extend idx (B, T) by max_new_tokens sampled tokens, cropping the context to block_size.
-        temperature=0 picks the most likely token; top_k None or 0 keeps every token (as sample.py's 0)."""
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
-            raise ValueError(f"top_k must be a positive integer, or 0 or None to keep every token, got {top_k!r}")
-        B, T = idx.size()
-        # The whole output at once: a length that cannot fit fails here, not hours into the loop.
-        out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)
-        out[:, :T] = idx
-        for t in range(T, T + max_new_tokens):
-            logits, _ = self(out[:, max(0, t - self.config.block_size):t], last_only=True)
-            logits = logits[:, -1, :].float()                          # (B, vocab_size)
-            if temperature <= 0:
-                idx_next = logits.argmax(dim=-1, keepdim=True)
-            else:
-                # Shifted so the largest logit is 0 before dividing: a tiny temperature then gives -inf
-                # (probability 0) for the rest instead of inf - inf = nan in the softmax.
-                logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
-                if top_k:  # None or 0: every token
-                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                    logits[logits < v[:, [-1]]] = -float('inf')
-                idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
-            out[:, t] = idx_next[:, 0]
-        return out

@@ -12,6 +12,7 @@ The checkpoint carries the tokenizer (characters or GPT-2 BPE), so no data folde
 import os
 
 import torch
+from torch.nn import functional as F
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_args, pretrained_meta
@@ -69,9 +70,36 @@ def generate_samples(cfg):
         ctx = autocast_context(device, dtype)  # generate() already runs without gradients
         x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
         with ctx:
-            out = model.generate(x, cfg['max_new_tokens'], temperature=cfg['temperature'],
+            out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'],
                                  top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
+
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None):
+    """Extend idx (B, T) by max_new_tokens tokens sampled from the model, one at a time, cropping the context to block_size.
+    temperature=0 picks the most likely token; top_k None or 0 keeps every token (as sample.py's 0)."""
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise ValueError(f"top_k must be a positive integer, or 0 or None to keep every token, got {top_k!r}")
+    B, T = idx.size()
+    # The whole output at once: a length that cannot fit fails here, not hours into the loop.
+    out = torch.empty((B, T + max_new_tokens), dtype=idx.dtype, device=idx.device)
+    out[:, :T] = idx
+    for t in range(T, T + max_new_tokens):
+        logits, _ = model(out[:, max(0, t - model.config.block_size):t], last_only=True)
+        logits = logits[:, -1, :].float()                          # (B, vocab_size)
+        if temperature <= 0:
+            idx_next = logits.argmax(dim=-1, keepdim=True)
+        else:
+            # Shifted so the largest logit is 0 before dividing: a tiny temperature then gives -inf
+            # (probability 0) for the rest instead of inf - inf = nan in the softmax.
+            logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
+            if top_k:  # None or 0: every token
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float('inf')
+            idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
+        out[:, t] = idx_next[:, 0]
+    return out
 
 
 def main(argv):

@@ -155,7 +155,7 @@ def _block_bytes(d, value):
 
 
 def sampling_floor(config, num_samples, prompt_tokens, new_tokens, dtype):
-    """A lower bound, in bytes, on what model.generate needs: the weights (fp32), the prompt batch and the
+    """A lower bound, in bytes, on what sample.generate needs: the weights (fp32), the prompt batch and the
     whole output (int64, allocated before the first token), and at its last step, on a context of up to
     block_size tokens, the larger of one block's activations and the fp32 logits of the last position."""
     total = prompt_tokens + new_tokens

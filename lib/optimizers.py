@@ -1,6 +1,6 @@
 """The optimizers a run steps: AdamW alone (--optimizer=adamw), or AdamW for the tables, the head and the
 gains with torch's Muon for the blocks' matrices (--optimizer=muon; which parameters go where is decided in
-model.GPT.configure_optimizers, next to its reason). Here: their settings and checks, one object that steps,
+configure_optimizers, next to its reason). Here: their settings and checks, one object that steps,
 clears, saves and loads them together, a peak rate for each role (--embed_lr, --head_lr, --muon_lr) under
 train.py's one schedule, and the untie of --untie_at.
 
@@ -158,7 +158,7 @@ class SlicedMuon(torch.optim.Muon):
 
 
 def muon_maker(cfg, device_type):
-    """What model.configure_optimizers calls, with its groups and the maps its stacked matrices hold, to build
+    """What configure_optimizers calls, with its groups and the maps its stacked matrices hold, to build
     Muon over the blocks' matrices: Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16,
     in float32 on a CPU that only emulates bf16; stacked q, k, v one map each under --muon_qkv=split."""
     float32 = device_type == 'cpu' and not cpu_has_native_bf16()
@@ -225,10 +225,36 @@ def from_two_groups(saved, adamw, model):
     return converted
 
 
+def configure_optimizers(model, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
+    """The model's optimizers: [AdamW], or [AdamW, Muon] when muon (muon_maker: makes a Muon of its groups and the
+    maps each stacked matrix holds) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
+    The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
+    shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices', 'gains'."""
+    table, head = model.token_embedding_table.weight, model.lm_head.weight
+    # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
+    # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
+    # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
+    hidden = [p for block in model.blocks for p in block.parameters() if p.dim() == 2] if muon else []
+    rest = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden])]
+    undecayed = [model.pit.lower] if model.pit is not None else []
+    decayed = [p for p in rest if p.dim() >= 2 and all(p is not q for q in undecayed)]
+    groups = [dict(params=[table], weight_decay=0.0 if undecayed else weight_decay, role='embed'),
+              dict(params=[] if model.is_tied else [head], weight_decay=weight_decay, role='head'),
+              dict(params=decayed, weight_decay=weight_decay, role='matrices'),
+              dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
+    if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
+        fused = device_type in ('cpu', 'cuda', 'mps')
+    adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+    # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
+    # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
+    maps = {block.attn.c_attn.weight: 3 for block in model.blocks}
+    return [adamw, muon([dict(params=hidden, role='muon')], maps)] if muon else [adamw]
+
+
 def build_optimizer(raw_model, cfg, device_type, fused=None):
     """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
     muon = muon_maker(cfg, device_type) if cfg.get('optimizer', 'adamw') == 'muon' else None
-    optimizer = Optimizers(raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+    optimizer = Optimizers(configure_optimizers(raw_model, cfg['weight_decay'], cfg['learning_rate'],
                                                           (cfg['beta1'], cfg['beta2']), device_type, fused=fused,
                                                           muon=muon))
     set_ends_decay(optimizer, cfg)
@@ -250,7 +276,7 @@ def set_ends_decay(optimizer, cfg):
 # ---------------------------------------------------------------- a rate for each role
 
 def peak_rates(cfg):
-    """The peak rate of each group's role (model.configure_optimizers names them). The token table, and the shared
+    """The peak rate of each group's role (configure_optimizers names them). The token table, and the shared
     matrix when tied: --embed_lr; an untied head: --head_lr, which after --untie_at defaults to the shared
     matrix's rate (the copy goes on as it went); Muon's matrices: --muon_lr; the rest: --learning_rate."""
     lr = cfg['learning_rate']

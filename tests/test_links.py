@@ -166,13 +166,7 @@ def test_every_file_the_markdown_names_by_its_bare_name_is_in_the_repository(pat
     assert sorted(set(BARE_NAME.findall(read(path))) - repository_names()) == []
 
 
-# model.py is being rewritten on another branch, which handles its own citation ("DESIGN.md section 1"): once that
-# lands, this marker goes.
-BEING_REWRITTEN = {'model.py'}
-
-
-@pytest.mark.parametrize('path', [pytest.param(p, marks=pytest.mark.xfail(reason='rewritten elsewhere', strict=False))
-                                  if p in BEING_REWRITTEN else p for p in MARKDOWN + SOURCES])
+@pytest.mark.parametrize('path', MARKDOWN + SOURCES)
 def test_nothing_cites_notes_outside_the_repository_or_an_issue_number(path):
     assert unopenable_citations(read(path)) == []
 

@@ -18,6 +18,7 @@ import train
 from conftest import TINY_TRAIN, assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args, train_tiny_run
 from lib import machine
 from model import GPT, GPTConfig
+from sample import generate
 
 GiB, TiB = 2 ** 30, 2 ** 40
 # the tiny run's model (conftest.TINY_TRAIN on the tiny corpus)
@@ -178,7 +179,7 @@ def test_sampling_floor_is_below_what_generate_holds(dtype, prompt, new):
     hooks.append(model.register_forward_hook(logits))
     x = torch.randint(config.vocab_size, (batch, prompt))
     with machine.autocast_context('cpu', dtype):
-        out = model.generate(x, new)
+        out = generate(model, x, new)
     for hook in hooks:
         hook.remove()
     held = sum(p.nbytes for p in model.parameters()) + x.nbytes + out.nbytes + max(steps)

@@ -10,6 +10,8 @@ from init_loss import measure_initial_losses, predicted_initial_loss
 from lib.machine import autocast_context, flops_per_token, memory_floor
 from lib.run_files import param_breakdown
 from model import GPT, GPTConfig, TIE_MODES
+from lib.optimizers import configure_optimizers
+from sample import generate
 
 TIED_MODES = [m for m in TIE_MODES if m != 'untied']
 SMALL = dict(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
@@ -191,7 +193,7 @@ def test_forward_shapes_and_generate_crops_the_context():
     assert logits.shape == (2, 10, SMALL['vocab_size']) and loss is None
     last, _ = model(idx, last_only=True)
     assert torch.allclose(last[:, 0], logits[:, -1], atol=1e-5)
-    out = model.generate(idx, max_new_tokens=SMALL['block_size'] + 5, top_k=5)  # longer than block_size
+    out = generate(model, idx, max_new_tokens=SMALL['block_size'] + 5, top_k=5)  # longer than block_size
     assert out.shape == (2, 10 + SMALL['block_size'] + 5)
     assert torch.equal(out[:, :10], idx)
     assert 0 <= out.min() and out.max() < SMALL['vocab_size']
@@ -214,21 +216,21 @@ def test_generate_with_top_k_0_keeps_every_token_and_refuses_a_negative_one():
     model = make('tied').eval()
     idx = torch.randint(SMALL['vocab_size'], (2, 5))
     torch.manual_seed(3)
-    every = model.generate(idx, 8, top_k=0)
+    every = generate(model, idx, 8, top_k=0)
     torch.manual_seed(3)
-    assert torch.equal(every, model.generate(idx, 8, top_k=None))
+    assert torch.equal(every, generate(model, idx, 8, top_k=None))
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match='top_k must be a positive integer'):
-            model.generate(idx, 8, top_k=bad)
+            generate(model, idx, 8, top_k=bad)
 
 
 def test_generate_with_a_tiny_temperature_is_greedy():
     # Dividing the logits by 1e-40 overflowed to inf, and a softmax over inf - inf is nan: multinomial failed.
     model = make('tied').eval()
     idx = torch.randint(SMALL['vocab_size'], (2, 5))
-    greedy = model.generate(idx, 8, temperature=0)
-    assert torch.equal(model.generate(idx, 8, temperature=1e-40), greedy)
-    assert torch.equal(model.generate(idx, 8, temperature=1e-40, top_k=3), greedy)
+    greedy = generate(model, idx, 8, temperature=0)
+    assert torch.equal(generate(model, idx, 8, temperature=1e-40), greedy)
+    assert torch.equal(generate(model, idx, 8, temperature=1e-40, top_k=3), greedy)
 
 
 @pytest.mark.parametrize('mode, dtype', [('tied', 'float32'), ('untied', 'float32'), ('tied', 'bfloat16'),
@@ -310,8 +312,8 @@ def test_the_written_out_attention_computes_what_the_fused_kernel_does():
 
 def test_the_optimizer_is_fused_on_cpu_and_steps_like_the_loop_version():
     models = [make(), make()]
-    (fused,) = models[0].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu')
-    (loop,) = models[1].configure_optimizers(0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
+    (fused,) = configure_optimizers(models[0], 0.1, 1e-2, (0.9, 0.99), 'cpu')
+    (loop,) = configure_optimizers(models[1], 0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
     assert fused.defaults['fused'] and not loop.defaults['fused']
     idx = torch.randint(SMALL['vocab_size'], (4, SMALL['block_size']))
     for model, optimizer in zip(models, (fused, loop)):
