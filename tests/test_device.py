@@ -20,9 +20,11 @@ pytestmark = pytest.mark.cuda_branch
 CUDA = torch.cuda.is_available()
 
 
-# On CUDA the resumed run and the unbroken one differ by the order of the GPU's atomic adds (the embedding's
-# backward, under bfloat16 autocast), far less than another dropout mask moves a step's loss.
-CUDA_RESUME_TOLERANCE = 0.01
+# On CUDA the GPU's atomic adds (the embedding's backward) may reorder a sum, so the runs are not compared bit for
+# bit; measured on an H100 (torch 2.11, bfloat16, compiled), the resumed and the unbroken run logged the same losses
+# twice (every difference 0.0), while a resume that left the CUDA generator unrestored moved the logged losses by up
+# to 0.0013 and the validation loss by 0.0006: below the 4 decimals of metrics.csv is the tolerance that tells them apart.
+CUDA_RESUME_TOLERANCE = 1e-4
 
 
 def step_losses(out_dir):
