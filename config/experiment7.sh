@@ -44,14 +44,18 @@ sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each
     exit 1
 }
 
-control_best() {  # the control's best tied cell: "MODE WARMUP DECAY" (each run's whole-split val loss, one seed)
-    python - out-exp7-control-adamw-w160-* <<'PY'
-import json, os, sys
+control_best() {  # the control's best tied cell: "MODE WARMUP DECAY" (each run's whole-split val loss, one seed),
+    # from its out dirs, or from the summaries committed under docs/results/ where the runs are gone
+    python - <<'PY'
+import glob, json, os
 from lab.ablation_grid import parse_row
+found = {os.path.basename(p).split('-', 1)[1]: p for p in glob.glob('docs/results/experiment7-control-adamw-w160-*')}
+found.update({p.split('-', 2)[2]: p for p in glob.glob('out-exp7-control-adamw-w160-*')
+              if os.path.exists(os.path.join(p, 'summary.json'))})
 cells = []
-for out in sys.argv[1:]:
+for name, out in found.items():
     info = json.load(open(os.path.join(out, 'summary.json')))
-    _, warmup, decay = out.rsplit('-', 2)
+    _, warmup, decay = name.rsplit('-', 2)
     cells += [(v['val_loss_all']['mean'], m, warmup[1:], decay) for m, v in info['modes'].items()
               if parse_row(m).tie_mode == 'tied' and v.get('val_loss_all')]
 print(*min(cells)[1:])
