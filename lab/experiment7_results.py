@@ -222,6 +222,20 @@ def control_table():
     return lines
 
 
+def pair_table():
+    """The control's last word: five seeds of its best tied cell against five of untied's best rows, trained on one
+    machine from the same seeds (config/experiment7.sh pair), paired by seed; nothing where it has not run."""
+    tied, untied = summary('experiment7-pair-adamw-w160-tied'), summary('experiment7-pair-adamw-w160-untied')
+    if tied is None or untied is None:
+        return []
+    (t_row,), (u_row,) = tied['modes'], untied['modes']
+    cfg = tied['config']
+    return ['| tied: warmup, ends\' decay, rate | tied, five seeds | untied (×300, ×10), five seeds | tied − untied |',
+            '|---|---:|---:|---:|',
+            f"| {cfg['warmup_iters']}, {cfg['ends_decay']}, ×{round(parse_mult(t_row) or 1)} | {cell(tied, t_row)} | "
+            f"{cell(untied, u_row)} | {diff((tied, t_row), (untied, u_row))} |"]
+
+
 def parse_mult(row):
     from lab.ablation_grid import parse_row
     return parse_row(row).embed_mult
@@ -378,9 +392,11 @@ def main(figures=False):
                 ('### Stage 3: a deeper tied model at the untied parameter count (claim 19)', depth_results()),
                 ("### Stage 3's precision control: untied trained again in float32", precision_table()),
                 ("### The follow-up's control of AdamW's cost at w160 (one seed, full length)", control_table()),
+                ("### The control's five paired seeds", pair_table()),
                 ('### The trend carried to GPT-2 small', prediction())]
     for title, lines in sections:
-        print(title, '', *lines, '', sep='\n')
+        if lines:  # a stage not run yet has no table
+            print(title, '', *lines, '', sep='\n')
     if figures:
         print(f"wrote {FIGURE}" if plot_costs() else "no figure: no confirmation committed, or no matplotlib")
 

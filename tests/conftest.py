@@ -359,6 +359,15 @@ def quoted_keys(*phrases):
         phrase[0] if isinstance(phrase, tuple) else phrase) if field}
 
 
+def assert_quotes(quotes, numbers, block_of, name):
+    for start, phrases in quotes.items():
+        block = block_of(start)
+        for phrase, clause, sentence in phrases:
+            assert_quoted(block, f'{name} {start!r}', phrase, numbers, clause, sentence)
+    assert quoted_keys(*(p for phrases in quotes.values() for p in phrases)) == set(numbers), \
+        f"{name} quotes a number the summaries do not give, or leaves one out"
+
+
 def train_with_ddp(tmp_path, args):
     """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
     train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with. On the CPU even where a

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import as_prose, assert_quoted, findings_row, markdown_block, quoted_keys
+from conftest import as_prose, assert_quotes, findings_row, markdown_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,15 +89,6 @@ def cost_numbers(tables):
             if a in rows and b in rows:
                 numbers[f'{SETTINGS[optimizer]}_{rates}'] = paired_only(tables.diff(rows[a], rows[b], 'val_loss_all'))
     return numbers
-
-
-def assert_quotes(quotes, numbers, block_of, name):
-    for start, phrases in quotes.items():
-        block = block_of(start)
-        for phrase, clause, sentence in phrases:
-            assert_quoted(block, f'{name} {start!r}', phrase, numbers, clause, sentence)
-    assert quoted_keys(*(p for phrases in quotes.values() for p in phrases)) == set(numbers), \
-        f"{name} quotes a number the summaries do not give, or leaves one out"
 
 
 def test_readme_rows_14_to_16_and_the_verdicts_quote_each_five_seed_difference_beside_its_setting():
