@@ -431,3 +431,23 @@ def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_i
     assert any(key.endswith('_best') for key in numbers), 'no confirmation committed'
     assert_quotes(README_QUOTES, numbers, findings_row, 'findings row')
     assert_quotes(DOC_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
+
+
+def test_the_controls_paired_seeds_fall_back_to_stage_2s_untied_rows_until_their_own_are_trained(results, tmp_path):
+    seeds = [1337, 1338, 1339, 1340, 1341]
+    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
+
+    def commit(name, rows, **extra):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
+            row: dict(val_loss_all=dict(mean=sum(v) / 5, per_seed=v)) for row, v in rows.items()}, **extra)))
+    assert results.pair_table() == []  # not run: no table
+    commit('experiment7-pair-adamw-w160-tied', dict(tied_e100=[5.3 + e for e in shared]),
+           config=dict(warmup_iters=100, ends_decay='coupled'))
+    commit('experiment7-confirm-adamw-w160', dict(untied_e300_h10=[4.9 + e + 0.01 * (k % 2) for k, e in enumerate(shared)]))
+    (row,) = results.pair_table()[2:]
+    assert row.startswith('| 100, coupled, ×100 | 5.304 ± ') and '| stage 2: float32, a Zen 3 |' in row
+    assert '**+0.396 [' in row  # paired: the seeds' shared part cancels
+    commit('experiment7-pair-adamw-w160-untied', dict(untied_e300_h10=[5.0 + e for e in shared]))
+    (row,) = results.pair_table()[2:]
+    assert '| this machine, bf16 | **+0.300 [+0.300, +0.300]** (Welch [' in row
