@@ -451,3 +451,20 @@ def test_the_controls_paired_seeds_fall_back_to_stage_2s_untied_rows_until_their
     commit('experiment7-pair-adamw-w160-untied', dict(untied_e300_h10=[5.0 + e for e in shared]))
     (row,) = results.pair_table()[2:]
     assert '| this machine, bf16 | **+0.300 [+0.300, +0.300]** (Welch [' in row
+
+
+def test_the_input_side_remedies_are_read_against_the_same_seed_with_and_without_them(results, tmp_path):
+    def commit(name, rows, **config):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=[1337], config=config, modes={
+            row: dict(val_loss_all=dict(mean=v[0], per_seed=v)) for row, v in rows.items()})))
+    commit('experiment7-pair-adamw-w160-tied', dict(tied_e100=[5.3, 5.4]))
+    commit('experiment7-pair-adamw-w160-untied', dict(untied_e300_h10=[4.9, 5.0]))
+    assert results.remedies_table() == []  # not run: no table
+    commit('experiment7-remedies-adamw-w160-emb_scale', dict(tied_e100=[5.25], tied_e100_igs4=[5.5]), emb_scale=True)
+    commit('experiment7-remedies-adamw-w160', dict(tied_e100_igs4=[5.35]), emb_scale=False)
+    assert results.remedies_table()[2:] == [
+        "| none (the control's best cell) | 5.300 | – | +0.400 |",
+        '| input_grad_scale 4 | 5.350 | +0.050 | +0.450 |',
+        '| √d input scaling | 5.250 | -0.050 | +0.350 |',
+        '| √d input scaling, input_grad_scale 4 | 5.500 | +0.200 | +0.600 |']
