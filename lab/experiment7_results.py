@@ -264,6 +264,23 @@ def remedies_table():
     return lines
 
 
+def selection_table():
+    """Selection without the winner's curse (config/experiment7.sh select): each mode's two best cells of its
+    one-seed half-length sweep trained at full length on three seeds, the pick from those, and the reported cost
+    from five fresh seeds (1342-1346) that played no part in choosing, paired by seed."""
+    lines = []
+    for size in plan.SIZES:
+        picked, fresh = summary(f'experiment7-select-muon-{size}'), summary(f'experiment7-fresh-muon-{size}')
+        if picked is None or fresh is None:
+            continue
+        untied, tied = best_of(picked)
+        cells = ', '.join(f"{rate(row)} {cell(picked, row)}" for row in picked['modes'])
+        lines.append(f"| `{size}` | {cells} | {rate(untied)}; {rate(tied)} | {cell(fresh, untied)} | {cell(fresh, tied)} | "
+                     f"{diff((fresh, tied), (fresh, untied))} |")
+    return ['| size | the top two cells of each mode, three seeds, full length | the picks: untied; tied | untied, five fresh '
+            'seeds | tied, five fresh seeds | tied − untied, fresh seeds |', '|---|---|---|---:|---:|---:|'] + lines if lines else []
+
+
 def parse_mult(row):
     from lab.ablation_grid import parse_row
     return parse_row(row).embed_mult
@@ -422,6 +439,7 @@ def main(figures=False):
                 ("### The follow-up's control of AdamW's cost at w160 (one seed, full length)", control_table()),
                 ("### The control's five paired seeds", pair_table()),
                 ("### The input side at its own rate (one seed)", remedies_table()),
+                ("### Selection without the winner's curse (Muon)", selection_table()),
                 ('### The trend carried to GPT-2 small', prediction())]
     for title, lines in sections:
         if lines:  # a stage not run yet has no table

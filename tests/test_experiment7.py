@@ -468,3 +468,20 @@ def test_the_input_side_remedies_are_read_against_the_same_seed_with_and_without
         '| input_grad_scale 4 | 5.350 | +0.050 | +0.450 |',
         '| √d input scaling | 5.250 | -0.050 | +0.350 |',
         '| √d input scaling, input_grad_scale 4 | 5.500 | +0.200 | +0.600 |']
+
+
+def test_the_selection_is_reported_from_fresh_seeds_that_did_not_choose(results, tables, tmp_path):
+    def commit(name, rows, seeds):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
+            row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
+    size = tables.SIZES[1]
+    commit(f'experiment7-select-muon-{size}', dict(untied_e100_h10=[4.90, 4.92, 4.91], untied_e300_h10=[4.95] * 3,
+                                                   tied_e30=[5.00] * 3, tied_e10=[4.95, 4.94, 4.96]), [1337, 1338, 1339])
+    assert results.selection_table() == []  # the fresh seeds not run yet
+    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
+    commit(f'experiment7-fresh-muon-{size}', dict(untied_e100_h10=[4.9 + e for e in shared],
+                                                  tied_e10=[4.93 + e for e in shared]), [1342, 1343, 1344, 1345, 1346])
+    (row,) = results.selection_table()[2:]
+    assert row.startswith(f'| `{size}` | ') and '| ×100, ×10; ×10 |' in row
+    assert row.endswith('| **+0.030 [+0.030, +0.030]** (Welch [-0.043, +0.103]) |'), row  # t(8 df) 2.306
