@@ -329,19 +329,23 @@ PAIRED = ("mean of the per-seed differences, [95 % interval by Student's t on n 
 WELCH = "mean over seeds, [95 % interval by Welch's t]; **bold** where the interval excludes zero"
 
 
+def fmt_paired(paired, welch=None, decimals=3):
+    """A paired interval as fmt_interval writes it (bold where it excludes zero) and, where given, Welch's interval
+    of the same difference beside it."""
+    text = fmt_interval(*paired, decimals=decimals)
+    if welch and welch[1] is not None:
+        text += f" (Welch [{welch[1]:+.{decimals}f}, {welch[2]:+.{decimals}f}])"
+    return text
+
+
 def versus_table(info, columns, versus, welch=None):
     """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]; with welch (the same
     shape), each cell is the paired interval followed by Welch's."""
-    def cell(cells, i):
-        key = columns[i][0]
-        decimals = DIFF_DECIMALS.get(key, 3)
-        text = fmt_interval(*cells.get(key, (None, None, None)), decimals=decimals)
-        other = (welch or {}).get(cells.get('_mode'), {}).get(key)
-        if other and other[1] is not None:
-            text += f" (Welch [{other[1]:+.{decimals}f}, {other[2]:+.{decimals}f}])"
-        return text
-    return table_lines(info, [header for _, header in columns],
-                       {mode: dict(cells, _mode=mode) for mode, cells in versus.items()}, cell)
+    both = {mode: {key: (interval, (welch or {}).get(mode, {}).get(key)) for key, interval in cells.items()}
+            for mode, cells in versus.items()}
+    return table_lines(info, [header for _, header in columns], both,
+                       lambda cells, i: fmt_paired(*cells.get(columns[i][0], ((None, None, None), None)),
+                                                   decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
 
 
 def markdown(info):

@@ -12,7 +12,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from lab.ablation_report import fmt_interval, mean_std, paired_interval, welch_interval  # noqa: E402
+from lab.ablation_report import fmt_paired, mean_std, paired_interval, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'docs', 'results')
 
@@ -49,12 +49,8 @@ def paired(a, b, key):
 def diff(a, b, key):
     """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
     which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
-    text = fmt_interval(*paired(a, b, key))
-    _, low, high = welch_interval(seeds(*a, key), seeds(*b, key))
-    (source_a, _), (source_b, _) = a, b
-    if pairs(source_a, source_b) and low is not None:
-        text += f" (Welch [{low:+.3f}, {high:+.3f}])"
-    return text
+    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if pairs(a[0], b[0]) else None
+    return fmt_paired(paired(a, b, key), welch)
 
 
 def sweep_summary(optimizer):

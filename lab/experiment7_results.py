@@ -322,8 +322,7 @@ def prediction():
     found = costs()
     for optimizer in plan.OPTIMIZERS:
         for rates in ('default', 'best'):
-            points = [(c['tied'], accepted(o, size, confirm, untied_best) if rates == 'best' else cost[rates][0])
-                      for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]]
+            points = line_points(found, optimizer, rates)
             line = fit(points)
             if line is not None:
                 slope, _, predict = line
@@ -332,13 +331,20 @@ def prediction():
     return lines
 
 
-def accepted(optimizer, size, confirm, untied_best):
+def line_points(found, optimizer, rates):
+    """The (tied parameters, cost) points a line is fitted through, from costs(): each size's cost at the default
+    rates, or at the best rates as the text accepts them."""
+    return [(c['tied'], accepted(o, size, confirm, untied_best, cost) if rates == 'best' else cost[rates][0])
+            for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]]
+
+
+def accepted(optimizer, size, confirm, untied_best, cost):
     """A size's cost at the best rates as the text accepts it: where the selection's check found that a full-length
     run prefers the sweep's runner-up for tied (experiment7-check-OPTIMIZER-SIZE), tied at that rate, not at the rate
-    the one-seed half-length sweep picked; elsewhere the confirmation's own best rows."""
+    the one-seed half-length sweep picked; elsewhere cost, the confirmation's own best rows (costs())."""
     check = summary(f'experiment7-check-{optimizer}-{size}')
     if check is None:
-        return paired((confirm, best_of(summary(f'experiment7-sweep-{optimizer}-{size}'))[1]), (confirm, untied_best))[0]
+        return cost['best'][0]
     return min(paired((check, row), (confirm, untied_best))[0] for row in check['modes'])
 
 
@@ -381,9 +387,8 @@ def plot_costs(path=FIGURE):
             label = f"{optimizer}, {'default rates' if rates == 'default' else 'each at its best'}"
             ax.errorbar(xs, ys, yerr=err, fmt=marker + ('-' if rates == 'best' else '--'), color=colour,
                         mfc=colour if rates == 'best' else 'white', capsize=3, label=label)
-            line = fit([(c['tied'], accepted(o, size, confirm, untied_best))
-                        for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]])
-            if line is not None and rates == 'best':
+            line = fit(line_points(found, optimizer, rates)) if rates == 'best' else None
+            if line is not None:
                 y, lo, hi = line[2](target)
                 ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
                             label=f'{optimizer}: the line carried to GPT-2 small')

@@ -94,7 +94,6 @@ def floor_lines(floor):
 
 
 def main(argv):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from lib.command_line import parse_config
     cfg = parse_config(dict(data_dir='data', dataset='shakespeare_works_compact', iters=200, batch_size=16,
                             block_size=64, seed=1337), argv)

@@ -361,8 +361,8 @@ def process_group(cfg):
     if proc.device.startswith('cuda'):
         torch.cuda.set_device(proc.device)
     init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
-    with_precision(proc, cfg)
     try:
+        with_precision(proc, cfg)
         if cfg['gradient_accumulation_steps'] % proc.world_size:
             raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
                             f"by the number of processes ({proc.world_size})")

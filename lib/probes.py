@@ -96,10 +96,10 @@ class GradSources:
     @torch.no_grad()
     def norms(self):
         """(grad_in, grad_out) as floats."""
-        grad_scale, distributed = self.grad_scale, torch.distributed.is_available() and torch.distributed.is_initialized()
-        whole = dict(self.whole)
-        for name, grad in whole.items():
-            if distributed:  # as DDP averages .grad over the ranks
+        grad_scale, whole = self.grad_scale, self.whole
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if distributed:  # as DDP averages .grad over the ranks
+            for grad in whole.values():
                 torch.distributed.all_reduce(grad)
                 grad /= torch.distributed.get_world_size()
         if not self.model.is_tied:
@@ -124,7 +124,7 @@ class Instruments:
     The copy probe needs no attaching: the evaluation reads it from the logits it computes anyway (copy_probe)."""
 
     def __init__(self, model, optimizer, scaler, cfg):
-        self.model, self.optimizer, self.cfg = model, optimizer, cfg
+        self.model, self.optimizer = model, optimizer
         self.untie_iter = round(cfg['untie_at'] * cfg['max_iters']) if cfg['untie_at'] is not None else None
         self.grad_sources = GradSources(model, scaler)
         self.probed = False
