@@ -16,6 +16,8 @@
 #   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
 #   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: top two cells, 3 seeds; the pick, 5 fresh
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
+#   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
+#                                                 # three seeds, evaluated every 172 steps
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,7 +148,19 @@ shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, un
     best=$(python $tables best out-exp7-sweep-adamw-w160_shallow)
     python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$best" --seeds=5 \
         --out_dir=out-exp7-confirm-adamw-w160_shallow ;;
+horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
+    # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary
+    for size in ${@:-w128 w160}; do
+        if [ -f "out-exp7-select-muon-$size/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$size" ]; then
+            rows=$(top 1 "out-exp7-select-muon-$size")
+        else
+            rows=$(python $tables best "out-exp7-sweep-muon-$size")
+        fi
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows" --seeds=3 \
+            $(python $tables flags horizon) --out_dir="out-exp7-horizon-muon-$size"
+        python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
+    done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon [SIZE...]" >&2
     exit 2 ;;
 esac

@@ -2,7 +2,10 @@
 (experiment7-STAGE-OPTIMIZER-SIZE, each a copy of the out-exp7-... folder's summary.json and summary.md):
 
     python lab/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
-    python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size
+    python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size,
+                                                  # and, once the horizon stage is committed, its figure
+                                                  # beside it (HORIZON_FIGURE): the cost against tokens seen
+    python lab/experiment7_results.py curves OUT_DIR  # a horizon run's evaluations, OUT_DIR/curves.csv
 
 A stage whose summaries are not committed yet is left out of its table, which says what it lacks. The ladder,
 the plan and the parameter counts are lab/experiment7_tables.py's; every loss is the whole validation split at
@@ -38,6 +41,7 @@ diff = functools.partial(experiment6_tables.diff, key=KEY)      # the same as te
 FLOOR = dict(bigram_whole=4.747, bigram_run=5.073, unigram_whole=6.388)
 RUN_TOKENS = 200 * 16 * 64  # the tokens a full-length run trains on
 FIGURE = os.path.join(DOCS, 'experiment7_cost.png')
+HORIZON_FIGURE = os.path.join(DOCS, 'experiment7_horizon.png')
 # GPT-2 small as released: 124 M parameters tied, its 50,257 x 768 table 31 % of them. The prediction is for
 # its shape, trained as this ladder is (the recipe's batch is not GPT-2's, and nor is the corpus).
 GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024, vocab_size=50_257)
@@ -281,6 +285,96 @@ def selection_table():
             'seeds | tied, five fresh seeds | tied − untied, fresh seeds |', '|---|---|---|---:|---:|---:|'] + lines if lines else []
 
 
+def write_curves(out_dir):
+    """Every run's evaluations along the way (metrics.csv's rows with a validation loss) as one file,
+    OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which keeps only the end."""
+    import csv
+    rows = []
+    for name in sorted(os.listdir(out_dir)):
+        path = os.path.join(out_dir, name, 'metrics.csv')
+        if '-seed' in name and os.path.exists(path):
+            mode, seed = name.rsplit('-seed', 1)
+            with open(path, encoding='utf-8') as f:
+                rows += [(mode, seed, r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
+    with open(os.path.join(out_dir, 'curves.csv'), 'w', encoding='utf-8') as f:
+        f.write('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows))
+
+
+def horizon_curves(size):
+    """The horizon stage at one size: {iter: (untied's per-seed losses, tied's)} in seed order, from its committed
+    curves.csv, and the summary; None where it is not committed."""
+    import csv
+    info, path = summary(f'experiment7-horizon-muon-{size}'), os.path.join(RESULTS, f'experiment7-horizon-muon-{size}',
+                                                                         'curves.csv')
+    if info is None or not os.path.exists(path):
+        return None
+    untied, tied = best_of(info)
+    with open(path, encoding='utf-8') as f:
+        loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
+    iters = sorted({k for _, _, k in loss})
+    return info, {k: tuple([loss.get((row, s, k)) for s in info['seeds']] for row in (untied, tied)) for k in iters}
+
+
+def horizon_table():
+    """One epoch at w128 and w160 (config/experiment7.sh horizon): untied and tied at the picked rates, three
+    seeds, paired; the curve's points on 50 fixed validation batches, the end also on the whole split."""
+    from lab.ablation_report import mean_std, paired_interval, fmt_paired
+    lines = []
+    for size in plan.SIZES:
+        found = horizon_curves(size)
+        if found is None:
+            continue
+        (info, curve), (untied, tied) = found, best_of(found[0])
+        params = plan.counts(plan.resolve(size))['untied']
+        batch = info['config']['batch_size'] * info['config']['block_size']
+        for k, (u, t) in sorted(curve.items()):
+            if k:
+                lines.append(f"| `{size}` ({rate(untied)}; {rate(tied)}) | {k} | {k * batch / params:.3f} | "
+                             f"{mean_std(u)[0]:.3f} | {mean_std(t)[0]:.3f} | {fmt_paired(paired_interval(t, u))} |")
+        lines.append(f"| `{size}`, whole split at the end | {info['max_iters']} | "
+                     f"{info['max_iters'] * batch / params:.3f} | {cell(info, untied)} | {cell(info, tied)} | "
+                     f"{diff((info, tied), (info, untied))} |")
+    if not lines:
+        return []
+    return [f"Floor (lab/floor.py, the whole validation split): bigram {FLOOR['bigram_whole']:.3f}, unigram "
+            f"{FLOOR['unigram_whole']:.3f}; one epoch reads the whole training split.", '',
+            '| size (rates: untied; tied) | iteration | tokens a parameter (untied) | untied | tied | tied − untied, '
+            'paired |', '|---|---:|---:|---:|---:|---:|'] + lines
+
+
+def plot_horizon(path=HORIZON_FIGURE):
+    """Left: each size's validation loss along one epoch, both modes (mean over seeds), beside the bigram floor.
+    Right: tying's cost against tokens seen, one line per size, the paired 95 % interval shaded."""
+    from lab.ablation_figure import pyplot, save
+    from lab.ablation_report import mean_std, paired_interval
+    plt = pyplot()
+    found = {size: horizon_curves(size) for size in plan.SIZES}
+    found = {size: f for size, f in found.items() if f is not None}
+    if plt is None or not found:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
+    for (size, (info, curve)), colour in zip(found.items(), ('tab:blue', 'tab:orange', 'tab:green', 'tab:red')):
+        batch = info['config']['batch_size'] * info['config']['block_size']
+        iters = [k for k in sorted(curve) if k]
+        tokens = [k * batch for k in iters]
+        for i, (mode, style) in enumerate((('untied', '-'), ('tied', '--'))):
+            left.plot(tokens, [mean_std(curve[k][i])[0] for k in iters], style, color=colour, label=f'{size} {mode}')
+        cost = [paired_interval(curve[k][1], curve[k][0]) for k in iters]
+        right.plot(tokens, [d for d, _, _ in cost], 'o-', color=colour, label=size)
+        if all(lo is not None for _, lo, _ in cost):
+            right.fill_between(tokens, [lo for _, lo, _ in cost], [hi for _, _, hi in cost], color=colour, alpha=0.2)
+    left.axhline(FLOOR['bigram_whole'], color='grey', lw=0.8, ls=':', label='Kneser-Ney bigram floor')
+    right.axhline(0, color='grey', lw=0.8)
+    left.set_ylabel('validation loss, 50 fixed batches (nats)')
+    right.set_ylabel('tied − untied (nats), paired by seed')
+    for ax in (left, right):
+        ax.set_xlabel('training tokens seen')
+        ax.legend(fontsize=7)
+    right.set_title("tying's cost along one epoch (Muon, 3 seeds, 95 % intervals)", fontsize=10)
+    save(plt, fig, path)
+    return True
+
+
 def parse_mult(row):
     from lab.ablation_grid import parse_row
     return parse_row(row).embed_mult
@@ -445,13 +539,19 @@ def main(figures=False):
                 ("### The control's five paired seeds", pair_table()),
                 ("### The input side at its own rate (one seed)", remedies_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
+                ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),
                 ('### The trend carried to GPT-2 small', prediction())]
     for title, lines in sections:
         if lines:  # a stage not run yet has no table
             print(title, '', *lines, '', sep='\n')
     if figures:
         print(f"wrote {FIGURE}" if plot_costs() else "no figure: no confirmation committed, or no matplotlib")
+        if plot_horizon():
+            print(f"wrote {HORIZON_FIGURE}")
 
 
 if __name__ == '__main__':
-    main(figures='--figures' in sys.argv[1:])
+    if sys.argv[1:2] == ['curves']:
+        write_curves(sys.argv[2])
+    else:
+        main(figures='--figures' in sys.argv[1:])

@@ -4,7 +4,8 @@
     python lab/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
                                                      # (Zen 4): their own speed, and their commands' wall clock
     python lab/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
-    python lab/experiment7_tables.py flags half|time # ablate.py flags: the sweeps' half length, the time stage's
+    python lab/experiment7_tables.py flags half|time|horizon  # ablate.py flags: the sweeps' half length, the time
+                                                     # stage's, the horizon stage's one epoch
     python lab/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
     python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
     python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
@@ -42,6 +43,12 @@ RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 
 GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
          'adamw': dict(embed=(30, 100, 300), head=(1, 3, 10), tied=(1, 3, 10, 30))}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
+# The horizon stage: one epoch of the works' training split (1,376 windows of 16 x 64 tokens), the schedule's shape kept
+# (warmup an eighth of the run, cosine over all of it), and an evaluation every eighth on 50 fixed batches of each
+# split (51,200 tokens, a third of the validation split; all 153 batches would add half again to a run's time).
+EPOCH_ITERS = CORPUS['train_tokens'] // (16 * 64)
+HORIZON_FLAGS = (f'--max_iters={EPOCH_ITERS}', f'--warmup_iters={EPOCH_ITERS // 8}',
+                 f'--eval_interval={EPOCH_ITERS // 8}', '--eval_iters=50')
 
 # The speed this estimate starts from (docs/experiment6.md, its wall time on the Zen 5): experiment 6's full-length
 # run, experiment 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens
@@ -357,7 +364,7 @@ def main(argv):
     if command == 'sizes':
         print(' '.join({'': SIZES, 'adamw': OPTIMIZERS['adamw'], 'deep': DEEP}[argv[1] if argv[1:] else '']))
     elif command == 'flags':
-        print(' '.join(half_flags() if argv[1] == 'half' else TIME_FLAGS))
+        print(' '.join({'half': half_flags(), 'time': TIME_FLAGS, 'horizon': HORIZON_FLAGS}[argv[1]]))
     elif command == 'grid':
         print(','.join(grid_rows(argv[1], tied_only=argv[2:] == ['tied'])))
     elif command == 'widen':
