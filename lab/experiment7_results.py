@@ -278,7 +278,9 @@ def selection_table():
         if picked is None or fresh is None:
             continue
         untied, tied = best_of(picked)
-        cells = ', '.join(f"{rate(row)} {cell(picked, row)}" for row in picked['modes'])
+        cells = ' · '.join(f"{mode}: " + '; '.join(f"{rate(row)} {cell(picked, row)}" for row in sorted(
+            (row for row in picked['modes'] if row.startswith(mode)), key=lambda row: sum(seeds(picked, row))))
+            for mode in ('untied', 'tied'))
         lines.append(f"| `{size}` | {cells} | {rate(untied)}; {rate(tied)} | {cell(fresh, untied)} | {cell(fresh, tied)} | "
                      f"{diff((fresh, tied), (fresh, untied))} |")
     return ['| size | the top two cells of each mode, three seeds, full length | the picks: untied; tied | untied, five fresh '
