@@ -372,7 +372,7 @@ def process_group(cfg):
 
 
 @contextmanager
-def ctrl_c_saves(proc, files):
+def ctrl_c_saves(proc, run):
     """Ctrl-C sets the flag this yields: the loop finishes its iteration, saves, then stops. A second
     Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp
     file until it is complete. Only the main thread may set a handler; elsewhere (or where SIGINT is
@@ -393,7 +393,7 @@ def ctrl_c_saves(proc, files):
             raise
         if not proc.master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
             raise KeyboardInterrupt(f"rank {proc.rank} stopped; rank 0 writes the checkpoints") from None
-        raise KeyboardInterrupt(f"stopped at once; {files.kept()}") from None  # a second Ctrl-C, or no handler
+        raise KeyboardInterrupt(f"stopped at once; {run.kept()}") from None  # a second Ctrl-C, or no handler
     finally:
         if handle:
             signal.signal(signal.SIGINT, previous_handler)
