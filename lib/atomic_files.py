@@ -50,14 +50,13 @@ def remove_stale_temps(path):
     whose process is still alive is left alone: someone may be writing it right now.
     """
     if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
-        return []
+        return
     directory, name = os.path.split(os.path.abspath(path))
     prefix = f".{name}.tmp-"
     try:
         entries = os.listdir(directory)
     except OSError:
-        return []
-    removed = []
+        return
     for entry in entries:
         pid = entry[len(prefix):]
         if not entry.startswith(prefix) or not pid.isdigit():
@@ -68,8 +67,6 @@ def remove_stale_temps(path):
             continue
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(directory, entry))
-            removed.append(entry)
-    return removed
 
 
 def make_folder(folder, label, shown=None):
