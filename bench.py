@@ -80,27 +80,22 @@ def peak_memory(device):
     return torch.cuda.max_memory_allocated(device) if device.startswith('cuda') else rss_now_and_peak()[1]
 
 
-def measured_cpu_peak_flops(dtype, size=2048, repeats=5):
-    """The best FLOP/s of a large square matmul in dtype: the CPU's practical ceiling."""
-    a = torch.randn(size, size, dtype=getattr(torch, dtype))
-    b = torch.randn(size, size, dtype=getattr(torch, dtype))
-    a @ b  # warm up the kernels
-    best = float('inf')
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best
-
-
 def peak_flops(device, dtype):
-    """(FLOP/s, where the figure comes from): a GPU's datasheet, or a matmul measured here."""
+    """(FLOP/s, where the figure comes from): a GPU's datasheet, or on a CPU its practical ceiling, the best
+    FLOP/s of a large square matmul in dtype measured here."""
     if device.startswith('cuda'):
         return machine.gpu_peak_flops(device, dtype), 'datasheet'
     # An emulated bf16 matmul runs at about 1-2 GFLOP/s: 2048^3 would take seconds per repeat, and
     # 512^3 measures the same ceiling in a fraction of one.
     size = 512 if dtype == 'bfloat16' and not cpu_has_native_bf16() else 2048
-    return measured_cpu_peak_flops(dtype, size=size), f'measured {size}^3 matmul'
+    a, b = (torch.randn(size, size, dtype=getattr(torch, dtype)) for _ in range(2))
+    a @ b  # warm up the kernels
+    best = float('inf')
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best, f'measured {size}^3 matmul'
 
 
 class Setting:
