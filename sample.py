@@ -67,11 +67,10 @@ def generate_samples(cfg):
             model = from_pretrained(cfg['init_from'])  # a hub name or a transformers folder
         model.to(device).eval()
         torch.manual_seed(cfg['seed'])
-        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
         x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
-        with ctx:
+        with autocast_context(device, dtype):  # generate() already runs without gradients
             out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'],
-                                 top_k=cfg['top_k'] or None)
+                           top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 
