@@ -271,18 +271,13 @@ def batch_memory_advice(cfg):
             f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
 
 
-def _with(config, **changes):
-    """A copy of a model config (a GPTConfig) with other sizes, unchecked: for estimates only."""
-    return types.SimpleNamespace(**dict(vars(config), **changes))
-
-
 def allowed_sizes(need, device, config, sizes):
     """'at most --n_layer=3 or --n_embd=500 fits here, the other sizes as they are': for each key of sizes
     (key -> the value given), the largest positive value whose need(config) is within memory_limit; '' if no
     key has one."""
     allowed = []
-    for key, given in sizes.items():
-        most = largest_that_fits(lambda v: need(_with(config, **{key: v})), device, given)
+    for key, given in sizes.items():  # need() of a copy of config with one size changed, unchecked: an estimate only
+        most = largest_that_fits(lambda v: need(types.SimpleNamespace(**dict(vars(config), **{key: v}))), device, given)
         if key == 'n_embd':  # a width the heads divide
             most -= most % config.n_head
         if most >= 1:

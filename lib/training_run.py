@@ -118,13 +118,11 @@ def check_same_vocabulary(saved, meta, path, data_dir):
                     f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
 
 
-UNTIE_MODES = ('tied', 'small_init')  # the modes --untie_at accepts: a plain shared matrix, nothing in between
-
-
 def check_untie_at(cfg):
     """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
-    if cfg['untie_at'] is not None and cfg['tie_mode'] not in UNTIE_MODES:
-        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(UNTIE_MODES)}, "
+    modes = ('tied', 'small_init')  # a plain shared matrix, nothing in between
+    if cfg['untie_at'] is not None and cfg['tie_mode'] not in modes:
+        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(modes)}, "
                         f"got --tie_mode={cfg['tie_mode']}")
 
 
