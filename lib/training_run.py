@@ -175,13 +175,15 @@ class Run:
         self.best_path = os.path.join(cfg['out_dir'], BEST_FILE)
         self.metrics_path = os.path.join(cfg['out_dir'], 'metrics.csv')
         self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
-        self.ckpt = self.pretrained = self._file = self._writer = None
+        self._file = self._writer = None  # metrics.csv, opened at the first row logged
+        self.ckpt = self.pretrained = None
         if cfg['init_from'] == 'resume':
-            self.ckpt, path = load_checkpoint(self.ckpt_path, proc.device), self.ckpt_path
-            check_resume_compatible(self.ckpt, cfg, defaults, path)
-            check_same_vocabulary(self.ckpt['meta'], meta, path, os.path.join(cfg['data_dir'], cfg['dataset']))
-            check_same_optimizer(self.ckpt.get('config', {}), cfg, path)
-            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, path):
+            self.ckpt = load_checkpoint(self.ckpt_path, proc.device)
+            check_resume_compatible(self.ckpt, cfg, defaults, self.ckpt_path)
+            check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
+                                  os.path.join(cfg['data_dir'], cfg['dataset']))
+            check_same_optimizer(self.ckpt.get('config', {}), cfg, self.ckpt_path)
+            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, self.ckpt_path):
                 if proc.master:
                     print(line)
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
