@@ -76,31 +76,22 @@ def reset_peak_memory(device):
         pass
 
 
-def peak_memory(device):
-    return torch.cuda.max_memory_allocated(device) if device.startswith('cuda') else rss_now_and_peak()[1]
-
-
-def measured_cpu_peak_flops(dtype, size=2048, repeats=5):
-    """The best FLOP/s of a large square matmul in dtype: the CPU's practical ceiling."""
-    a = torch.randn(size, size, dtype=getattr(torch, dtype))
-    b = torch.randn(size, size, dtype=getattr(torch, dtype))
-    a @ b  # warm up the kernels
-    best = float('inf')
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best
-
-
 def peak_flops(device, dtype):
-    """(FLOP/s, where the figure comes from): a GPU's datasheet, or a matmul measured here."""
+    """(FLOP/s, where the figure comes from): a GPU's datasheet, or on a CPU its practical ceiling, the best
+    FLOP/s of a large square matmul in dtype measured here."""
     if device.startswith('cuda'):
         return machine.gpu_peak_flops(device, dtype), 'datasheet'
     # An emulated bf16 matmul runs at about 1-2 GFLOP/s: 2048^3 would take seconds per repeat, and
     # 512^3 measures the same ceiling in a fraction of one.
     size = 512 if dtype == 'bfloat16' and not cpu_has_native_bf16() else 2048
-    return measured_cpu_peak_flops(dtype, size=size), f'measured {size}^3 matmul'
+    a, b = (torch.randn(size, size, dtype=getattr(torch, dtype)) for _ in range(2))
+    a @ b  # warm up the kernels
+    best = float('inf')
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best, f'measured {size}^3 matmul'
 
 
 class Setting:
@@ -153,13 +144,13 @@ class Setting:
 
     def warm_up(self, iters):
         reset_peak_memory(self.device)
-        before = 0 if self.device.startswith('cuda') else rss_now_and_peak()[0]
-        started = time.perf_counter()
+        cuda = self.device.startswith('cuda')
+        before = 0 if cuda else rss_now_and_peak()[0]
         for _ in range(iters):
             self.step()
         self.sync()
-        self.warmup_s = time.perf_counter() - started
-        self.memory = peak_memory(self.device) - before  # what a step adds on top of what was resident
+        # what a step adds on top of what was resident
+        self.memory = (torch.cuda.max_memory_allocated(self.device) if cuda else rss_now_and_peak()[1]) - before
 
 
 def machine_description(device):
@@ -195,7 +186,7 @@ def take_shape_of_start(cfg):
         shape = load_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), 'cpu')['model_args']
     else:
         shape = pretrained_args(start)  # a GPT-2 name or folder, from its config alone
-        shape = dict(shape, tie_mode=cfg['tie_mode'] if shape.pop('tied') else 'untied')
+        shape = dict(shape, tie_mode=cfg['tie_mode'] if shape['tie_mode'] == 'tied' else 'untied')
         shape['block_size'] = min(cfg['block_size'], shape['block_size'])  # the windows train.py would draw
     cfg.update({key: shape[key] for key in MODEL_KEYS if key in shape})
     print(f"note: --init_from={start}: timing a fresh model of its shape ({cfg['n_layer']} layers, {cfg['n_head']} "

@@ -28,7 +28,6 @@ stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a
 
 import json
 import math
-import sys
 import time
 
 import torch
@@ -288,15 +287,14 @@ def main(argv):
         except ValueError as e:  # a shape GPTConfig refuses
             raise UserError(str(e)) from None
     log_n = math.log(args['vocab_size'])
-    out = sys.stdout
     if not args['json']:
         print(f"initial loss at init: vocab {args['vocab_size']}, width {args['n_embd']}, "
               f"{args['n_layer']} layers, {args['n_head']} heads, sigma {args['init_std']}, "
               f"{args['seeds']} seeds x {args['batch_size']} x {args['block_size']} random tokens; "
-              f"log n = {log_n:.3f}", file=out)
+              f"log n = {log_n:.3f}")
         init_column = f"{'init':<26} " if args['default_init'] else ''
         print(f"{'tie_mode':<12} {init_column}{'emb_scale':<9} {'residual':<9} {'measured':>15} {'predicted':>9} "
-              f"{'meas/pred':>9} {'meas-log n':>10}", file=out)
+              f"{'meas/pred':>9} {'meas-log n':>10}")
     started = time.time()
     # A group per residual init, each a list of (tie_mode, init) rows. The default-init rows are
     # plain tying only: the question they answer is which module's default the one tensor keeps.
@@ -332,19 +330,19 @@ def main(argv):
                                           vocab_size=args['vocab_size'], n_embd=args['n_embd'],
                                           n_layer=args['n_layer'], init_std=args['init_std'],
                                           measured=round(measured, 4), measured_std=round(spread, 4),
-                                          predicted=round(predicted, 4), log_n=round(log_n, 4))), file=out, flush=True)
+                                          predicted=round(predicted, 4), log_n=round(log_n, 4))), flush=True)
                 else:
                     init_column = f"{init:<26} " if args['default_init'] else ''
                     print(f"{mode:<12} {init_column}{str(emb_scale).lower():<9} {residual:<9} "
                           f"{measured:>8.3f} ± {spread:<5.3f} {predicted:>9.3f} {measured / predicted:>9.3f} "
-                          f"{measured - log_n:>+10.3f}", file=out, flush=True)
+                          f"{measured - log_n:>+10.3f}", flush=True)
     if not args['json']:
         print(f"({time.time() - started:.0f} s; residual 'zero' = zero_init_residual, the premise of (*); "
-              f"'gpt2' = GPT-2's init, where (*) is not expected to hold)", file=out)
+              f"'gpt2' = GPT-2's init, where (*) is not expected to hold)")
         if args['default_init']:
             print("(init 'default-X-owns' = this model's init, then the shared matrix as module X's constructor "
                   "draws it: nn.Embedding N(0, 1), nn.Linear U(-1/sqrt(d), 1/sqrt(d)); residual 'torch' = "
-                  "every module at PyTorch's default, no init of ours at all)", file=out)
+                  "every module at PyTorch's default, no init of ours at all)")
 
 
 if __name__ == '__main__':

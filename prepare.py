@@ -70,7 +70,6 @@ CHOICES = dict(
 )
 
 
-
 # -----------------------------------------------------------------------------
 # getting the text
 
@@ -317,8 +316,6 @@ def write_dataset(data_dir, ids, meta):
         with atomic_path(os.path.join(data_dir, f"{split}.bin")) as tmp:
             part.astype(dtype).tofile(tmp)
     atomic_write_bytes(meta_path, (json.dumps(meta, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
 
 
 if __name__ == "__main__":

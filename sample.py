@@ -67,11 +67,10 @@ def generate_samples(cfg):
             model = from_pretrained(cfg['init_from'])  # a hub name or a transformers folder
         model.to(device).eval()
         torch.manual_seed(cfg['seed'])
-        ctx = autocast_context(device, dtype)  # generate() already runs without gradients
         x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
-        with ctx:
+        with autocast_context(device, dtype):  # generate() already runs without gradients
             out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'],
-                                 top_k=cfg['top_k'] or None)
+                           top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 
@@ -149,11 +148,10 @@ def read_prompt(start):
 def model_shape(ckpt, init_from):
     """The GPTConfig that sampling will build, read without building it; None where the checkpoint's settings
     make no model (model_from_checkpoint then says what does not fit)."""
-    if ckpt is not None:
-        args = dict(ckpt['model_args'], **({'tie_mode': 'untied'} if ckpt.get('head_untied') else {}))
+    if ckpt is None:
+        args = pretrained_args(init_from)  # tie_mode as the weights were trained
     else:
-        args = pretrained_args(init_from)
-        args['tie_mode'] = 'tied' if args.pop('tied') else 'untied'
+        args = dict(ckpt['model_args'], **({'tie_mode': 'untied'} if ckpt.get('head_untied') else {}))
     try:
         return GPTConfig(**args)
     except (TypeError, ValueError):

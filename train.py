@@ -288,7 +288,7 @@ def train(cfg, progress=None):
                    data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
     if master and not progress:
         print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
-              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {run.files.ckpt_path}")
+              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {run.ckpt_path}")
     return summary
 
 

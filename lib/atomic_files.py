@@ -4,6 +4,8 @@ file or the new one, never a torn one; and the temporary files of killed writers
 import contextlib
 import os
 
+from lib.command_line import UserError
+
 
 def _fsync(path, flags):
     fd = os.open(path, flags)
@@ -50,14 +52,13 @@ def remove_stale_temps(path):
     whose process is still alive is left alone: someone may be writing it right now.
     """
     if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
-        return []
+        return
     directory, name = os.path.split(os.path.abspath(path))
     prefix = f".{name}.tmp-"
     try:
         entries = os.listdir(directory)
     except OSError:
-        return []
-    removed = []
+        return
     for entry in entries:
         pid = entry[len(prefix):]
         if not entry.startswith(prefix) or not pid.isdigit():
@@ -68,15 +69,12 @@ def remove_stale_temps(path):
             continue
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(directory, entry))
-            removed.append(entry)
-    return removed
 
 
 def make_folder(folder, label, shown=None):
     """A folder a script is told to write in (label: the option that named it, shown: the path as given, if
     not folder itself), made if missing: the obvious reading of a new path. A file where a folder should be,
     or no permission, is one UserError naming the option and the path."""
-    from lib.command_line import UserError
     where = f"{label}={shown or folder}"
     ancestor = os.path.abspath(folder)
     while not os.path.exists(ancestor):
@@ -94,7 +92,6 @@ def output_file(path, label):
     """A file a script is told to write (label names the option, e.g. '--plot'): its folder is made if missing
     (make_folder), and any OSError while it is written (a folder at that path, no permission, a full disk) becomes
     one UserError naming the path; with atomic writes inside the block, nothing half-written stays behind."""
-    from lib.command_line import UserError
     make_folder(os.path.dirname(os.path.abspath(path)), label, shown=path)
     try:
         yield path

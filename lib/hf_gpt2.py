@@ -57,13 +57,13 @@ def model_args(hc, where):
     if problems:
         raise UserError(f"{where} is not a GPT-2 this model can compute: {'; '.join(problems)}")
     return dict(vocab_size=hc['vocab_size'], block_size=hc['n_positions'], n_layer=hc['n_layer'],
-                n_head=hc['n_head'], n_embd=n_embd, bias=True, emb_scale=False,
-                gelu_approx=GELU_APPROX[activation], tied=hc.get('tie_word_embeddings', True))
+                n_head=hc['n_head'], n_embd=n_embd, bias=True, emb_scale=False, gelu_approx=GELU_APPROX[activation],
+                tie_mode='tied' if hc.get('tie_word_embeddings', True) else 'untied')
 
 
 def pretrained_args(name_or_path):
-    """The shape of a pretrained GPT-2 as GPTConfig keys (plus 'tied'), read without its weights and
-    without transformers: from its config.json, or for a hub name from HUB_MODELS."""
+    """The shape of a pretrained GPT-2 as GPTConfig keys (tie_mode: tied or untied, as its head was trained), read
+    without its weights and without transformers: from its config.json, or for a hub name from HUB_MODELS."""
     if os.path.isdir(name_or_path):  # a folder wins over a hub name, as in transformers
         path = os.path.join(name_or_path, 'config.json')
         try:
@@ -77,7 +77,7 @@ def pretrained_args(name_or_path):
     if name_or_path in HUB_MODELS:
         n_layer, n_head, n_embd = HUB_MODELS[name_or_path]
         return dict(vocab_size=50257, block_size=1024, n_layer=n_layer, n_head=n_head, n_embd=n_embd, bias=True,
-                    emb_scale=False, gelu_approx='tanh', tied=True)
+                    emb_scale=False, gelu_approx='tanh', tie_mode='tied')
     raise UserError(f"--init_from={name_or_path}: no such folder, and not a known name (scratch, resume, "
                     f"{', '.join(HUB_MODELS)}); a folder must be written by GPT2LMHeadModel.save_pretrained")
 
@@ -86,11 +86,10 @@ def pretrained_meta(name_or_path):
     """The tokenizer a pretrained model reads, as prepare.py's meta.json describes one: the meta.json
     that export.py writes beside the weights, else GPT-2's BPE (every OpenAI GPT-2)."""
     path = os.path.join(name_or_path, 'meta.json')
-    if not os.path.isdir(name_or_path):  # a hub name: every OpenAI GPT-2 reads GPT-2 BPE
-        return dict(tokenizer='gpt2', vocab_size=50257)
-    if not os.path.isfile(path):  # the documented fallback, said on its own line (sample.py, train.py, init_loss.py)
-        print(f"note: {name_or_path} has no meta.json (export.py writes one), so its token ids are read as GPT-2 BPE",
-              file=sys.stderr)
+    if not os.path.isfile(path):  # a hub name (every OpenAI GPT-2 reads GPT-2 BPE), or a folder without meta.json
+        if os.path.isdir(name_or_path):  # the documented fallback, said on its own line (sample, train, init_loss)
+            print(f"note: {name_or_path} has no meta.json (export.py writes one), so its token ids are read as GPT-2 "
+                  f"BPE", file=sys.stderr)
         return dict(tokenizer='gpt2', vocab_size=50257)
     try:
         with open(path, encoding='utf-8') as f:
@@ -157,11 +156,10 @@ def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
     A block_size below the pretrained context keeps the first block_size position rows."""
     hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
     args = model_args(hf.config.to_dict(), name_or_path)
-    hf_tied = args.pop('tied')
-    tie_mode = tie_mode or ('tied' if hf_tied else 'untied')
+    tie_mode = tie_mode or args['tie_mode']
     if tie_mode not in ('tied', 'untied'):
         raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
-    if tie_mode == 'tied' and not hf_tied:
+    if tie_mode == 'tied' and args['tie_mode'] == 'untied':
         raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
                         f"embedding would throw the trained head away; use tie_mode='untied'")
     n_positions = args['block_size']

@@ -271,18 +271,13 @@ def batch_memory_advice(cfg):
             f"--gradient_accumulation_steps keeps the tokens per iteration at no extra memory)")
 
 
-def _with(config, **changes):
-    """A copy of a model config (a GPTConfig) with other sizes, unchecked: for estimates only."""
-    return types.SimpleNamespace(**dict(vars(config), **changes))
-
-
 def allowed_sizes(need, device, config, sizes):
     """'at most --n_layer=3 or --n_embd=500 fits here, the other sizes as they are': for each key of sizes
     (key -> the value given), the largest positive value whose need(config) is within memory_limit; '' if no
     key has one."""
     allowed = []
-    for key, given in sizes.items():
-        most = largest_that_fits(lambda v: need(_with(config, **{key: v})), device, given)
+    for key, given in sizes.items():  # need() of a copy of config with one size changed, unchecked: an estimate only
+        most = largest_that_fits(lambda v: need(types.SimpleNamespace(**dict(vars(config), **{key: v}))), device, given)
         if key == 'n_embd':  # a width the heads divide
             most -= most % config.n_head
         if most >= 1:
@@ -372,7 +367,7 @@ def process_group(cfg):
 
 
 @contextmanager
-def ctrl_c_saves(proc, files):
+def ctrl_c_saves(proc, run):
     """Ctrl-C sets the flag this yields: the loop finishes its iteration, saves, then stops. A second
     Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp
     file until it is complete. Only the main thread may set a handler; elsewhere (or where SIGINT is
@@ -393,7 +388,7 @@ def ctrl_c_saves(proc, files):
             raise
         if not proc.master:  # under torchrun, Ctrl-C reaches every rank; rank 0 saves
             raise KeyboardInterrupt(f"rank {proc.rank} stopped; rank 0 writes the checkpoints") from None
-        raise KeyboardInterrupt(f"stopped at once; {files.kept()}") from None  # a second Ctrl-C, or no handler
+        raise KeyboardInterrupt(f"stopped at once; {run.kept()}") from None  # a second Ctrl-C, or no handler
     finally:
         if handle:
             signal.signal(signal.SIGINT, previous_handler)

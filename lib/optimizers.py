@@ -255,8 +255,7 @@ def build_optimizer(raw_model, cfg, device_type, fused=None):
     """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
     muon = muon_maker(cfg, device_type) if cfg.get('optimizer', 'adamw') == 'muon' else None
     optimizer = Optimizers(configure_optimizers(raw_model, cfg['weight_decay'], cfg['learning_rate'],
-                                                          (cfg['beta1'], cfg['beta2']), device_type, fused=fused,
-                                                          muon=muon))
+                                                (cfg['beta1'], cfg['beta2']), device_type, fused=fused, muon=muon))
     set_ends_decay(optimizer, cfg)
     return optimizer
 

@@ -125,22 +125,8 @@ def gpt2_encoding():
 
 def get_codec(meta):
     """Return (encode, decode): encode turns a str into a list of ids, decode a list of ids into a str."""
-    if meta["tokenizer"] == "gpt2" and meta.get("bpe_ids") is not None:
-        return _compact_codec(gpt2_encoding(), meta["bpe_ids"])
     if meta["tokenizer"] == "gpt2":
-        encoding = gpt2_encoding()
-
-        def encode(text):
-            # Same as prepare: special-token text is ordinary text, as it was in the training data.
-            return encoding.encode_ordinary(text)
-
-        def decode(ids):
-            # An untrained model with a padded vocabulary can emit ids that name no token.
-            pieces = (encoding.decode_single_token_bytes(int(i)) if 0 <= i < encoding.n_vocab
-                      else REPLACEMENT.encode() for i in ids)
-            return b"".join(pieces).decode("utf-8", errors="replace")
-        return encode, decode
-
+        return _gpt2_codec(gpt2_encoding(), meta.get("bpe_ids"))
     chars = meta["chars"]
     stoi = {ch: i for i, ch in enumerate(chars)}
 
@@ -157,13 +143,17 @@ def get_codec(meta):
     return encode, decode
 
 
-def _compact_codec(encoding, bpe_ids):
-    """(encode, decode) of a compact GPT-2 vocabulary: GPT-2's BPE, then each GPT-2 id to its place in bpe_ids."""
-    compact = {gpt2_id: i for i, gpt2_id in enumerate(bpe_ids)}
+def _gpt2_codec(encoding, bpe_ids):
+    """(encode, decode) of GPT-2's BPE; with bpe_ids (a compact GPT-2 vocabulary), each GPT-2 id to its place there."""
+    gpt2_ids = range(encoding.n_vocab) if bpe_ids is None else bpe_ids  # our id i is GPT-2's gpt2_ids[i]
+    compact = None if bpe_ids is None else {gpt2_id: i for i, gpt2_id in enumerate(bpe_ids)}
 
     def encode(text):
-        gpt2_ids = encoding.encode_ordinary(text)
-        unknown = list(dict.fromkeys(i for i in gpt2_ids if i not in compact))
+        # Same as prepare: special-token text is ordinary text, as it was in the training data.
+        ids = encoding.encode_ordinary(text)
+        if compact is None:
+            return ids
+        unknown = list(dict.fromkeys(i for i in ids if i not in compact))
         if unknown:
             # The model has no row for a token its training text never had: name the pieces, not the ids.
             pieces = [encoding.decode_single_token_bytes(i).decode("utf-8", errors="replace") for i in unknown]
@@ -171,11 +161,11 @@ def _compact_codec(encoding, bpe_ids):
             more = f" and {len(pieces) - 10} more" if len(pieces) > 10 else ""
             raise UserError(f"prompt has GPT-2 tokens not in this compact vocabulary (they never occur in the "
                             f"prepared text): {shown}{more}")
-        return [compact[i] for i in gpt2_ids]
+        return [compact[i] for i in ids]
 
     def decode(ids):
-        # As for full GPT-2: an id past the vocabulary (padding) names no token.
-        pieces = (encoding.decode_single_token_bytes(bpe_ids[i]) if 0 <= i < len(bpe_ids) else REPLACEMENT.encode()
+        # An untrained model with a padded vocabulary can emit ids that name no token.
+        pieces = (encoding.decode_single_token_bytes(gpt2_ids[i]) if 0 <= i < len(gpt2_ids) else REPLACEMENT.encode()
                   for i in ids)
         return b"".join(pieces).decode("utf-8", errors="replace")
     return encode, decode

@@ -9,10 +9,9 @@ import time
 PROGRESS_LINE_EVERY_S = 60  # ablate.py, not on a terminal: how often a line on the grid's progress is written
 
 
-def on_terminal(stream=None):
-    """True where stream (the bar's, stderr) is a terminal that can redraw a bar."""
-    stream = stream or sys.stderr
-    return hasattr(stream, 'isatty') and stream.isatty()
+def on_terminal():
+    """True where stderr, the bar's stream, is a terminal that can redraw a bar."""
+    return hasattr(sys.stderr, 'isatty') and sys.stderr.isatty()
 
 
 def duration(seconds):
@@ -24,8 +23,8 @@ class IterationLines:
     """train.py's progress where stderr is no terminal: at each logged iteration one line on stdout, the same
     numbers the bar shows, with the validation loss when an evaluation is new since the last line."""
 
-    def __init__(self, total, initial, desc, stream=None):
-        self.total, self.n, self.desc, self.stream, self.shown_val = total, initial, desc, stream, None
+    def __init__(self, total, initial, desc):
+        self.total, self.n, self.desc, self.shown_val = total, initial, desc, None
 
     def update(self, n=1):
         self.n += n
@@ -37,11 +36,7 @@ class IterationLines:
         if val is not None and val != self.shown_val:
             parts.append(f"val {val}")
             self.shown_val = val
-        print(f"{self.desc}: iter {self.n}/{self.total}: " + ", ".join(parts), file=self.stream or sys.stdout,
-              flush=True)
-
-    def close(self):
-        pass
+        print(f"{self.desc}: iter {self.n}/{self.total}: " + ", ".join(parts), flush=True)
 
     def __enter__(self):
         return self

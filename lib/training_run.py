@@ -7,22 +7,28 @@ Run              one run's files and every check that reads before the first wri
                  Then its checkpoints (whole or not at all), best.pt, metrics.csv, the exact restore of a resume,
                  and the guards that turn Ctrl-C, running out of memory and a non-finite loss into a saved
                  checkpoint or one line that says what is kept.
+
+A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
+the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
+checkpoint, since those iterations are trained again.
 """
 
+import csv
+import io
 import math
 import os
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 
 import torch
 
+from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, check_seed, parse_config
 from lib.hf_gpt2 import start_from_pretrained
 from lib.machine import (batch_memory_advice, check_memory, ctrl_c_saves, out_of_memory_is_user_error,
                          out_of_memory_reason)
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates)
-from lib.run_files import (MODEL_KEYS, RunFiles, check_resume_compatible, check_same_vocabulary, check_untie_at,
-                           check_vocab_size, checkpoint_state, load_checkpoint, non_finite_error, print_run_header)
+from lib.run_files import BEST_FILE, MODEL_KEYS, load_checkpoint, read_metrics
 from model import TIE_MODES, GPTConfig
 
 SWITCH = ('auto', 'true', 'false')
@@ -83,22 +89,101 @@ def compile_failure(e):
     return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
+def check_resume_compatible(ckpt, cfg, defaults, path):
+    """Model keys the user set must agree with the checkpoint; keys left at their default take its values."""
+    for key in MODEL_KEYS:
+        saved = ckpt['model_args'][key]
+        if cfg[key] != defaults[key] and cfg[key] != saved:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
+                            f"drop the option or start a new --out_dir")
+        cfg[key] = saved
+
+
+def check_same_vocabulary(saved, meta, path, data_dir):
+    """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
+    the character list) it was trained with; resuming on other data must not reinterpret them."""
+    # bpe_ids: two compact GPT-2 vocabularies of one size may still number different tokens.
+    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars'), saved.get('bpe_ids')) == \
+            (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars'), meta.get('bpe_ids')):
+        return
+    detail = ''
+    if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
+        only_saved = [c for c in saved['chars'] if c not in meta['chars']]
+        only_data = [c for c in meta['chars'] if c not in saved['chars']]
+        detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
+                  f"only in the data: {''.join(only_data)[:20]!r}")
+    raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
+                    f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
+                    f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume with "
+                    f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
+
+
+def check_untie_at(cfg):
+    """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
+    modes = ('tied', 'small_init')  # a plain shared matrix, nothing in between
+    if cfg['untie_at'] is not None and cfg['tie_mode'] not in modes:
+        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(modes)}, "
+                        f"got --tie_mode={cfg['tie_mode']}")
+
+
+def check_vocab_size(cfg, meta):
+    if cfg['vocab_size'] is None:
+        cfg['vocab_size'] = meta['vocab_size']
+    if cfg['vocab_size'] < meta['vocab_size']:
+        raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
+                        f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
+                        f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
+
+
+def param_breakdown(model):
+    """Where the parameters are, as {part: count}; the parts add up to num_params()."""
+    head_extra = [p for name, p in model.named_parameters()
+                  if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit.'))]
+    return {
+        'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
+        'position_embedding': model.position_embedding_table.weight.numel(),
+        'blocks': sum(p.numel() for p in model.blocks.parameters()),
+        'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
+        'head_extra': sum(p.numel() for p in head_extra),
+    }
+
+
+def model_state(raw_model, meta):
+    """What any saved model needs to be built again (run_files.model_from_checkpoint): its weights and settings,
+    the tokenizer, and whether --untie_at has split the shared matrix. ckpt.pt and best.pt both start from it."""
+    return {
+        'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
+        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
+        'meta': meta,                              # the tokenizer, so sample.py needs no data folder
+        'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has run
+    }
+
+
+METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
+                  'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
+
+
 class Run:
     """One training run's files and checks (see the module's docstring). Made before the model: every check that
     reads comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume
-    takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's."""
+    takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master
+    process writes."""
 
     def __init__(self, cfg, defaults, meta, proc):
-        self.cfg, self.meta, self.proc = cfg, meta, proc
-        self.files = RunFiles(cfg['out_dir'], writes=proc.master)
+        self.cfg, self.meta, self.proc, self.writes = cfg, meta, proc, proc.master
+        self.ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+        self.best_path = os.path.join(cfg['out_dir'], BEST_FILE)
+        self.metrics_path = os.path.join(cfg['out_dir'], 'metrics.csv')
+        self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
+        self._file = self._writer = None  # metrics.csv, opened at the first row logged
         self.ckpt = self.pretrained = None
         if cfg['init_from'] == 'resume':
-            self.ckpt = load_checkpoint(self.files.ckpt_path, proc.device)
-            check_resume_compatible(self.ckpt, cfg, defaults, self.files.ckpt_path)
-            check_same_vocabulary(self.ckpt['meta'], meta, self.files.ckpt_path,
+            self.ckpt = load_checkpoint(self.ckpt_path, proc.device)
+            check_resume_compatible(self.ckpt, cfg, defaults, self.ckpt_path)
+            check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
                                   os.path.join(cfg['data_dir'], cfg['dataset']))
-            check_same_optimizer(self.ckpt.get('config', {}), cfg, self.files.ckpt_path)
-            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, self.files.ckpt_path):
+            check_same_optimizer(self.ckpt.get('config', {}), cfg, self.ckpt_path)
+            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, self.ckpt_path):
                 if proc.master:
                     print(line)
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
@@ -108,9 +193,29 @@ class Run:
         check_head_lr(cfg)
         self.model_config = make_model_config(cfg)
         check_memory(self.model_config, cfg, proc.device, proc.dtype)
-        self.files.prepare()
+        if self.writes:  # out_dir made (or a one-line failure before anything is written), temps of killed saves gone
+            self._prepare_out_dir()
         self.untied_by_untie_at = bool(self.ckpt and self.ckpt.get('head_untied'))  # two matrices to load
         self.resumed_at = self.ckpt['iter_num'] if self.ckpt else None
+
+    def _prepare_out_dir(self):
+        out_dir = self.cfg['out_dir']
+        make_folder(out_dir, '--out_dir')  # made if missing; a file in the way is one line
+        try:
+            probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
+            with open(probe, 'w') as f:
+                f.write('ok')
+            os.remove(probe)
+        except OSError as e:
+            raise UserError(f"cannot write to --out_dir={out_dir}: {e.strerror}; choose a writable folder") from None
+        for path in (self.ckpt_path, self.best_path, self.metrics_path):  # partial files of runs killed while saving
+            remove_stale_temps(path)
+
+    def kept(self):
+        """What is safe on disk, for the end of an error message."""
+        if self.saved_iter is None:
+            return "no checkpoint of this run was saved yet"
+        return f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept"
 
     def building(self):
         """The model and its optimizer are made inside this: a device too small for them is one line."""
@@ -123,9 +228,9 @@ class Run:
         """(iter_num, best_val_loss, data fingerprint): a fresh run's (0, inf, 0), or a resume's, with the weights,
         the optimizer's state and every random generator exactly as the checkpoint left them."""
         self.model, self.optimizer, self.data_generator = model, optimizer, data_generator
-        ckpt, path, device = self.ckpt, self.files.ckpt_path, self.proc.device
+        ckpt, path, device = self.ckpt, self.ckpt_path, self.proc.device
         self.ckpt = None  # free its memory once loaded
-        self.files.saved_iter = self.resumed_at
+        self.saved_iter = self.resumed_at
         if ckpt is None:
             return 0, float('inf'), 0
         try:
@@ -145,23 +250,29 @@ class Run:
         return ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
 
     def print_header(self, splits, model, tokens_per_iter):
-        proc = self.proc
-        print_run_header(self.cfg, self.meta, splits, model, proc.device, proc.dtype, proc.compile, proc.world_size,
-                         tokens_per_iter)
+        cfg, meta, proc, config = self.cfg, self.meta, self.proc, model.config
+        breakdown = ', '.join(f'{k} {v:,}' for k, v in param_breakdown(model).items())
+        print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
+              f"source: {meta.get('source', 'unknown')}), "
+              f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
+        print(f"model: tie_mode={cfg['tie_mode']}, {model.num_params():,} parameters ({breakdown})")
+        padded = -(-config.vocab_size // config.pad_vocab_to) * config.pad_vocab_to
+        print(f"device {proc.device}, dtype {proc.dtype}, compile {proc.compile}, {proc.world_size} process(es), "
+              f"{tokens_per_iter:,} tokens per iteration"
+              + (f", the head's matmul padded to {padded:,} rows" if padded != config.vocab_size else ''))
 
     @contextmanager
     def guarded(self, iteration):
         """The loop runs inside this; iteration() is the one it is at. Ctrl-C sets the flag this yields (the loop
         saves, then stops); running out of memory is one line; metrics.csv is closed whatever happens. A
         checkpoint is only ever replaced whole, so whatever stops the run, the last one is kept."""
-        cfg, files, first = self.cfg, self.files, iteration()
-        self.files.open_metrics(resume_from=self.resumed_at)
+        first = iteration()
         with ExitStack() as stack:
-            stack.enter_context(files)
-            interrupted = stack.enter_context(ctrl_c_saves(self.proc, files))
+            stack.callback(self._close_metrics)
+            interrupted = stack.enter_context(ctrl_c_saves(self.proc, self))
             stack.enter_context(out_of_memory_is_user_error(message=lambda reason: (
                 f"out of memory on {self.proc.device} ({reason}) at iteration {iteration()} with "
-                f"{batch_memory_advice(cfg)}; {files.kept()}")))
+                f"{batch_memory_advice(self.cfg)}; {self.kept()}")))
             try:
                 yield interrupted
             except Exception as e:  # the first compiled step builds the kernels: a failure there is one line
@@ -175,27 +286,96 @@ class Run:
         bad = [v for v in losses.values() if not math.isfinite(v)]
         if bad:  # the weights are already broken: never save them
             raise self.non_finite('evaluation loss', bad[0], iter_num)
-        # The best point so far, kept beside the last (best.pt); not the resumed iteration's, saved before.
-        if 0 < iter_num != self.files.saved_iter and losses['val'] < best_val_loss:
-            self.files.save_best(iter_num, self.model, losses['val'], self.meta)
+        # The best point so far, kept beside the last (best.pt), so that "at the best point" can be scored later on
+        # the whole validation split (lab/run_results.py); not the resumed iteration's, saved before.
+        if self.writes and 0 < iter_num != self.saved_iter and losses['val'] < best_val_loss:
+            self._write(self.best_path, 'the best weights', iter_num, lambda: dict(
+                model_state(self.model, self.meta), iter_num=iter_num,
+                val_loss=losses['val']))          # on the eval_iters fixed batches; no optimizer: a third of the size
         best_val_loss = min(best_val_loss, losses['val'])
         if iter_num > 0:
             self.save(iter_num, best_val_loss, fingerprint)
         return best_val_loss
 
     def save(self, iter_num, best_val_loss, fingerprint):
-        self.files.save(iter_num, lambda: checkpoint_state(self.model, self.optimizer, self.cfg, iter_num,
-                                                           best_val_loss, self.data_generator, fingerprint,
-                                                           self.meta))
+        """Write the checkpoint of iter_num, everything an exact resume needs."""
+        if not self.writes or iter_num == self.saved_iter:  # on disk: the resumed iteration, or Ctrl-C after a save
+            return
+        self._write(self.ckpt_path, 'the checkpoint', iter_num, lambda: dict(
+            model_state(self.model, self.meta),
+            optimizer=self.optimizer.state_dict(),
+            config=dict(self.cfg),
+            iter_num=iter_num,
+            best_val_loss=best_val_loss,
+            rng={'torch': torch.get_rng_state(), 'data': self.data_generator.get_state(),
+                 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+            data_fingerprint=fingerprint,
+        ))
+        self.saved_iter = iter_num
+
+    def _write(self, path, what, iter_num, state):
+        """Save state() to path atomically; state() builds the contents only when needed."""
+        try:
+            atomic_torch_save(state(), path)
+        except OSError as e:  # disk full, quota, folder removed: the temp file is gone, the old file whole
+            raise UserError(f"cannot save {what} of iteration {iter_num} to {path}: {e.strerror or e}; "
+                            f"{self.kept()}. Free some space (or choose another --out_dir), then continue with "
+                            f"--init_from=resume") from None
+
+    def _start_metrics(self):
+        """Start metrics.csv at the first row logged (after the first training step). On resume, rows logged after
+        the checkpoint are dropped then, since those iterations are trained again; until that first row the file
+        is left as it was, so a run that stops before it (out of memory, say) loses no row of the run before."""
+        rows = []
+        if self.resumed_at is not None and os.path.exists(self.metrics_path):
+            rows = [r for r in read_metrics(self.metrics_path)
+                    if r.get('iter', '').isdigit() and int(r['iter']) < self.resumed_at]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        try:
+            # Atomically: a kill at this moment must not lose the rows of the run so far.
+            atomic_write_bytes(self.metrics_path, text.getvalue().encode())
+            self._file = open(self.metrics_path, 'a', newline='')
+        except OSError as e:
+            raise UserError(f"cannot write {self.metrics_path}: {e.strerror or e}; free some space or choose "
+                            f"another --out_dir") from None
+        self._writer = csv.DictWriter(self._file, fieldnames=METRICS_FIELDS)
 
     def log(self, row, iter_num, lr, tokens_per_sec, elapsed_s, fingerprint):
-        self.files.log(row, iter_num, lr, tokens_per_sec, elapsed_s, fingerprint)
+        """Append one row to metrics.csv, flushed, so a kill loses at most the row being written."""
+        if not self.writes:
+            return
+        if self._writer is None:  # the first row of this run
+            self._start_metrics()
+        try:
+            self._writer.writerow(dict(row, iter=iter_num, lr=f'{lr:.6g}', tokens_per_sec=f'{tokens_per_sec:.0f}',
+                                       elapsed_s=f'{elapsed_s:.2f}', data_fingerprint=f'{fingerprint:08x}'))
+            self._file.flush()
+        except OSError as e:  # disk full, or out_dir removed under us
+            out_dir = self.cfg['out_dir']
+            raise UserError(f"cannot write to --out_dir={out_dir}: {e.strerror or e}; {self.kept()}") from None
+
+    def _close_metrics(self):
+        if self._file is not None:
+            with suppress(OSError):  # on a full disk, closing fails too; the error raised already says it
+                self._file.close()
 
     def non_finite(self, what, value, iter_num):
-        return non_finite_error(what, value, iter_num, self.cfg, self.proc.dtype, self.files)
+        cfg, dtype = self.cfg, self.proc.dtype
+        hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
+        if cfg['tie_mode'] == 'tied':
+            hints.append("a --tie_mode other than 'tied' (see README)")
+        if dtype != 'float32':
+            hints.append(f"--dtype=float32 (now {dtype})")
+        if cfg['grad_clip'] == 0:
+            hints.append("--grad_clip=1.0")
+        return UserError(f"{what} is {value} at iteration {iter_num}; training stopped and {self.kept()}. "
+                         f"Try {' or '.join(hints)}")
 
     def interrupted_at(self, iter_num, best_val_loss, fingerprint):
         """Ctrl-C: the checkpoint of where the loop stopped, then the line that says how to go on."""
         self.save(iter_num, best_val_loss, fingerprint)
-        return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.files.ckpt_path}; "
+        return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.ckpt_path}; "
                                  f"continue with --init_from=resume --out_dir={self.cfg['out_dir']}")

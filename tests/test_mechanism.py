@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from lib import prepared_data
-from lib.run_files import load_checkpoint, param_breakdown
+from lib.run_files import load_checkpoint
+from lib.training_run import param_breakdown
 from lib.optimizers import Optimizers, untie_head
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args

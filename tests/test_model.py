@@ -8,7 +8,7 @@ import torch
 
 from init_loss import measure_initial_losses, predicted_initial_loss
 from lib.machine import autocast_context, flops_per_token, memory_floor
-from lib.run_files import param_breakdown
+from lib.training_run import param_breakdown
 from model import GPT, GPTConfig, TIE_MODES
 from lib.optimizers import configure_optimizers
 from sample import generate
