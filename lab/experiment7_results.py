@@ -16,6 +16,7 @@ it (lab/experiment6_tables.diff). Each table also says where its models stand ag
 alone reaches on the same validation split (lab/floor.py) and how many tokens each parameter saw.
 """
 
+import csv
 import functools
 import json
 import math
@@ -28,7 +29,7 @@ sys.path.insert(0, ROOT)
 
 from lab import experiment6_tables  # noqa: E402
 from lab import experiment7_tables as plan  # noqa: E402
-from lab.ablation_report import fmt_interval, t_975  # noqa: E402
+from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
 KEY = 'val_loss_all'
@@ -290,7 +291,6 @@ def selection_table():
 def write_curves(out_dir):
     """Every run's evaluations along the way (metrics.csv's rows with a validation loss) as one file,
     OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which keeps only the end."""
-    import csv
     rows = []
     for name in sorted(os.listdir(out_dir)):
         path = os.path.join(out_dir, name, 'metrics.csv')
@@ -302,37 +302,32 @@ def write_curves(out_dir):
         f.write('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows))
 
 
-def horizon_curves(size):
-    """The horizon stage at one size: {iter: (untied's per-seed losses, tied's)} in seed order, from its committed
-    curves.csv, and the summary; None where it is not committed."""
-    import csv
-    info, path = summary(f'experiment7-horizon-muon-{size}'), os.path.join(RESULTS, f'experiment7-horizon-muon-{size}',
-                                                                         'curves.csv')
-    if info is None or not os.path.exists(path):
-        return None
-    untied, tied = best_of(info)
-    with open(path, encoding='utf-8') as f:
-        loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
-    iters = sorted({k for _, _, k in loss})
-    return info, {k: tuple([loss.get((row, s, k)) for s in info['seeds']] for row in (untied, tied)) for k in iters}
+def horizon_runs():
+    """{size: (summary, {iter: (untied's per-seed losses, tied's)})} for every horizon stage committed with its
+    curves.csv; iteration 0, before any training, left out."""
+    found = {}
+    for size in plan.SIZES:
+        info, path = summary(f'experiment7-horizon-muon-{size}'), os.path.join(
+            RESULTS, f'experiment7-horizon-muon-{size}', 'curves.csv')
+        if info is None or not os.path.exists(path):
+            continue
+        with open(path, encoding='utf-8') as f:
+            loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
+        found[size] = info, {k: tuple([loss.get((row, s, k)) for s in info['seeds']] for row in best_of(info))
+                             for k in sorted({k for _, _, k in loss}) if k}
+    return found
 
 
 def horizon_table():
     """One epoch at w128 and w160 (config/experiment7.sh horizon): untied and tied at the picked rates, three
     seeds, paired; the curve's points on 50 fixed validation batches, the end also on the whole split."""
-    from lab.ablation_report import mean_std, paired_interval, fmt_paired
     lines = []
-    for size in plan.SIZES:
-        found = horizon_curves(size)
-        if found is None:
-            continue
-        (info, curve), (untied, tied) = found, best_of(found[0])
+    for size, (info, curve) in horizon_runs().items():
+        untied, tied = best_of(info)
         params = plan.counts(plan.resolve(size))['untied']
         batch = info['config']['batch_size'] * info['config']['block_size']
-        for k, (u, t) in sorted(curve.items()):
-            if k:
-                lines.append(f"| `{size}` ({rate(untied)}; {rate(tied)}) | {k} | {k * batch / params:.3f} | "
-                             f"{mean_std(u)[0]:.3f} | {mean_std(t)[0]:.3f} | {fmt_paired(paired_interval(t, u))} |")
+        lines += [f"| `{size}` ({rate(untied)}; {rate(tied)}) | {k} | {k * batch / params:.3f} | {mean_std(u)[0]:.3f} | "
+                  f"{mean_std(t)[0]:.3f} | {fmt_paired(paired_interval(t, u))} |" for k, (u, t) in curve.items()]
         lines.append(f"| `{size}`, whole split at the end | {info['max_iters']} | "
                      f"{info['max_iters'] * batch / params:.3f} | {cell(info, untied)} | {cell(info, tied)} | "
                      f"{diff((info, tied), (info, untied))} |")
@@ -348,16 +343,13 @@ def plot_horizon(path=HORIZON_FIGURE):
     """Left: each size's validation loss along one epoch, both modes (mean over seeds), beside the bigram floor.
     Right: tying's cost against tokens seen, one line per size, the paired 95 % interval shaded."""
     from lab.ablation_figure import pyplot, save
-    from lab.ablation_report import mean_std, paired_interval
-    plt = pyplot()
-    found = {size: horizon_curves(size) for size in plan.SIZES}
-    found = {size: f for size, f in found.items() if f is not None}
+    plt, found = pyplot(), horizon_runs()
     if plt is None or not found:
         return False
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     for (size, (info, curve)), colour in zip(found.items(), ('tab:blue', 'tab:orange', 'tab:green', 'tab:red')):
         batch = info['config']['batch_size'] * info['config']['block_size']
-        iters = [k for k in sorted(curve) if k]
+        iters = list(curve)
         tokens = [k * batch for k in iters]
         for i, (mode, style) in enumerate((('untied', '-'), ('tied', '--'))):
             left.plot(tokens, [mean_std(curve[k][i])[0] for k in iters], style, color=colour, label=f'{size} {mode}')
