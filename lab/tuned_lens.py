@@ -7,12 +7,10 @@ the model's final distribution: minimise KL(final || head(ln_f(T_l(h_l)))), all 
 windows. Then a layer's lens loss is the cross-entropy of head(ln_f(T_l(h_l))) over the whole validation
 split. The last layer needs no translator: its lens loss is the model's own loss.
 
-The plain logit lens is the same with every translator left at the identity: it reads an early state as if it
-were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (docs/initial-loss.md,
-(*)) and the head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
-rather than what the layer knows; an untied head was never shaped to read layer 0 at all. A translator learns
-whatever basis each layer uses, so tied and untied models are compared on what their layers hold. Both are
-reported (tuned_lens.json in a run's folder, lab/run_results.lens_numbers).
+The plain logit lens is the same with every translator left at the identity; on a tied model it reads layer 0
+through W's own rows, the copy machine of docs/initial-loss.md's (*), which is why the translators are trained
+(docs/optimizers.md, "The tuned lens"). Both are reported (tuned_lens.json in a run's folder,
+lab/run_results.lens_numbers).
 
 For one finished run (about a minute for experiment 5's BPE model on one thread):
 
