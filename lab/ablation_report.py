@@ -99,11 +99,12 @@ def differences(cells, base, interval=paired_interval):
             and (found := interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
-def versus_row(table, base, interval=paired_interval):
-    """{mode: {key: (difference, low, high)}} against the base row (untied, tied), where there is one."""
+def versus_row(table, base, interval):
+    """{mode: {key: (difference, low, high)}}: every row but base and untied against base (untied, tied), if any."""
     if base not in table:
         return {}
-    return {mode: differences(cells, table[base], interval) for mode, cells in table.items() if mode != base}
+    return {mode: differences(cells, table[base], interval) for mode, cells in table.items()
+            if mode not in (base, 'untied')}
 
 
 # The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
@@ -136,6 +137,7 @@ def versus_other(info, out_dir):
     other = read_other_summary(out_dir)
     # The same seeds and evaluation batches on both sides: the runs pair seed by seed, as within one ablation.
     paired = other.get('seeds') == info['seeds'] and other.get('eval_seeds') == info.get('eval_seeds')
+
     def minus_other(interval):
         return {mode: differences(cells, other['modes'][mode], interval) for mode, cells in info['modes'].items()
                 if mode in other['modes']}
@@ -268,11 +270,10 @@ def summarize(cfg, runs, vocab_size, argv):
         unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
-        versus_untied=versus_row(table, 'untied'),
+        versus_untied=versus_row(table, 'untied', paired_interval),
         versus_untied_welch=versus_row(table, 'untied', welch_interval),
-        versus_tied={mode: diffs for mode, diffs in versus_row(table, 'tied').items() if mode != 'untied'},
-        versus_tied_welch={mode: diffs for mode, diffs in versus_row(table, 'tied', welch_interval).items()
-                           if mode != 'untied'},
+        versus_tied=versus_row(table, 'tied', paired_interval),
+        versus_tied_welch=versus_row(table, 'tied', welch_interval),
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
