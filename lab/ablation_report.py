@@ -129,14 +129,20 @@ def read_other_summary(out_dir):
     return other
 
 
+def runs_pair(summary_a, summary_b):
+    """Whether two summaries' runs pair seed by seed, as the rows of one ablation do: the same seeds, scored on the
+    same evaluation batches (each seed then gives both the same data order)."""
+    return (summary_a.get('seeds') is not None and summary_a.get('seeds') == summary_b.get('seeds')
+            and summary_a.get('eval_seeds') == summary_b.get('eval_seeds'))
+
+
 def versus_other(info, out_dir):
     """This ablation minus another (e.g. the same recipe without emb_scale), mode by mode over the VERSUS_UNTIED
     columns, seed sets against seed sets: {'out_dir', 'differs': {key: [this, that]}, 'modes': {mode: {key:
     (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
     that the table says what the difference is the effect of."""
     other = read_other_summary(out_dir)
-    # The same seeds and evaluation batches on both sides: the runs pair seed by seed, as within one ablation.
-    paired = other.get('seeds') == info['seeds'] and other.get('eval_seeds') == info.get('eval_seeds')
+    paired = runs_pair(info, other)
 
     def minus_other(interval):
         return {mode: differences(cells, other['modes'][mode], interval) for mode, cells in info['modes'].items()

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from lab.ablation_figure import plot_rate_sweep, rate_cells  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
-from lab.ablation_report import fmt_paired, mean_std, paired_interval, welch_interval  # noqa: E402
+from lab.ablation_report import fmt_paired, mean_std, paired_interval, runs_pair, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'docs', 'results')
 
@@ -33,17 +33,11 @@ def cell(source, row, key):
     return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
-def pairs(source_a, source_b):
-    """Whether two summaries' runs pair seed by seed: the same seeds, scored on the same evaluation batches."""
-    return (source_a.get('seeds') is not None and source_a.get('seeds') == source_b.get('seeds')
-            and source_a.get('eval_seeds') == source_b.get('eval_seeds'))
-
-
 def paired(a, b, key):
     """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
     seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
     (source_a, row_a), (source_b, row_b) = a, b
-    if pairs(source_a, source_b):
+    if runs_pair(source_a, source_b):
         return paired_interval(source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed'])
     return welch_interval(seeds(*a, key), seeds(*b, key))
 
@@ -51,7 +45,7 @@ def paired(a, b, key):
 def diff(a, b, key):
     """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
     which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
-    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if pairs(a[0], b[0]) else None
+    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if runs_pair(a[0], b[0]) else None
     return fmt_paired(paired(a, b, key), welch)
 
 
