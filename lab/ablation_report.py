@@ -91,7 +91,7 @@ VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3
 
 
-def differences(cells, base, interval=paired_interval):
+def differences(cells, base, interval):
     """{key: (difference, low, high)}: one mode's cells minus another's (base), seed by seed (paired_interval) or
     seed set against seed set (welch_interval), over the VERSUS_UNTIED columns. A key with no value on either side
     (an empty bucket, runs from before grad_norm, a summary.json older than the column) is left out."""
