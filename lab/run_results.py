@@ -282,10 +282,8 @@ ALIGNMENT_FILE = 'alignment.json'  # in the run's folder, reused while both chec
 def alignment_numbers(run_dir, untied_dir):
     """The ALIGNMENT_COLUMNS of one run against the untied run of its seed (None where either checkpoint
     is missing). Read from ALIGNMENT_FILE when it describes the two checkpoints there now."""
-    if untied_dir is None:
-        return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
-    paths = [os.path.join(folder, 'ckpt.pt') for folder in (run_dir, untied_dir)]
-    if not all(os.path.exists(path) for path in paths):
+    paths = [os.path.join(folder, 'ckpt.pt') for folder in (run_dir, untied_dir)] if untied_dir else []
+    if not paths or not all(os.path.exists(path) for path in paths):
         return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
     made_from = [[os.stat(path).st_size, os.stat(path).st_mtime_ns] for path in paths]
     cache = os.path.join(run_dir, ALIGNMENT_FILE)
