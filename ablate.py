@@ -269,7 +269,7 @@ def train_run(payload, progress):
         return dict(status='skipped', line=f"{mode} seed {seed}: finished by another process, skipped")
     if state:
         run_cfg = dict(run_cfg, init_from='resume')
-    getattr(progress, 'begin', lambda start: None)(state)
+    progress.begin(state)
     device = pick_device(run_cfg['device'])
     print(f"ablate.py: pid {os.getpid()} trains {mode} seed {seed}, "
           f"{f'from its checkpoint of iteration {state}' if state else 'from scratch'}, on {device} in "

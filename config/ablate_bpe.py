@@ -32,4 +32,3 @@ learning_rate = 1e-3
 min_lr = 1e-4
 eval_interval = 25
 eval_iters = 5         # 5 fixed batches per split
-log_interval = 1

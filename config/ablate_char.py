@@ -15,7 +15,6 @@ lr_decay_iters = 500   # the cosine schedule ends with the budget
 warmup_iters = 50      # train.py's 100 is a fifth of this budget; keep it a tenth
 eval_interval = 100    # validation curve points; each evaluation costs about 13 iterations here
 eval_iters = 20
-log_interval = 1       # every step: the 1 % point and the log-scaled curves need them
 dtype = 'float32'      # the README's figures were measured in float32; --dtype=auto (bfloat16 on CPUs
                        # with avx512_bf16 or AMX) runs about 1.4x faster (train.py's default run ends at
                        # val loss 1.9020 in bf16 against 1.9019 in float32)

@@ -255,17 +255,16 @@ def plot_rate_sweep(path, info, key='val_loss_all'):
     left.set_ylabel('embedding rate / learning_rate')
     left.set_title(f"untied: {key} (best boxed: embed x{best[0]:g}, head x{best[1]:g})", fontsize=9)
     fig.colorbar(image, ax=left, fraction=0.05)
+    right.set_xscale('log')
     if tied:
         rates = sorted(tied)
         right.plot(rates, [tied[r] for r in rates], marker='o', color='C1', label='tied (one rate)')
         low = min(tied, key=tied.get)
         right.plot([low], [tied[low]], marker='o', markersize=11, fillstyle='none', color='red')
+        right.set_xticks(rates, [f"{r:g}" for r in rates])
+        right.minorticks_off()
     right.axhline(untied[best], color='C0', linestyle='--', label=f"untied at its best ({untied[best]:.3f})")
     right.axhline(untied.get((1.0, 1.0), float('nan')), color='C0', linestyle=':', label='untied at x1, x1')
-    right.set_xscale('log')
-    if tied:
-        right.set_xticks(sorted(tied), [f"{r:g}" for r in sorted(tied)])
-        right.minorticks_off()
     right.set_xlabel('shared matrix rate / learning_rate')
     right.set_ylabel(key)
     finite_tied = [v for v in tied.values() if math.isfinite(v)] + finite

@@ -24,10 +24,9 @@ MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, b
 #   _hY    an untied head's rate Y times --learning_rate (train.py --head_lr): untied and tied_untie rows only
 # e.g. untied_e10_h0.3, tied_e3, tied_untie_e3. A setting a row does not name is the ablation's own, so one
 # ablate command sweeps rates with the same seeds and data order in every cell.
-SCALED_ROW = '_igs'
 ROW_SETTINGS = {'igs': 'input_grad_scale', 'e': 'embed_mult', 'h': 'head_mult'}
 _ROW_SETTING = re.compile(r'_(igs|e|h)([0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)')
-ROW_FORMS = f"MODE{SCALED_ROW}K (input gradient times K), MODE_eX (embed rate X x learning_rate), MODE_hY (head rate)"
+ROW_FORMS = "MODE_igsK (input gradient times K), MODE_eX (embed rate X x learning_rate), MODE_hY (head rate)"
 
 
 class Row(NamedTuple):
@@ -63,6 +62,7 @@ def check_row(name):
     if row.head_mult is not None and row.tie_mode != 'untied' and not row.unties:
         raise UserError(f"--modes has {name}, a head rate for tie_mode {row.tie_mode}, whose head and token table "
                         f"are one matrix with one rate: give it an embed rate (_eX) instead")
+
 
 ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 

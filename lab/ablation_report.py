@@ -61,13 +61,9 @@ def paired_interval(a, b):
     seeds and eval_seed), whatever the seed does to both runs cancels in the difference. A pair with None on
     either side is left out."""
     diffs = [x - y for x, y in zip(a, b) if x is not None and y is not None]
-    if not diffs:
-        return None, None, None
-    mean = statistics.fmean(diffs)
     if len(diffs) < 2:
-        return mean, None, None
-    half = t_975(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-    return mean, mean - half, mean + half
+        return (statistics.fmean(diffs) if diffs else None), None, None
+    return mean_interval(diffs)
 
 
 def welch_interval(a, b):
@@ -95,7 +91,7 @@ VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3
 
 
-def differences(cells, base, interval=paired_interval):
+def differences(cells, base, interval):
     """{key: (difference, low, high)}: one mode's cells minus another's (base), seed by seed (paired_interval) or
     seed set against seed set (welch_interval), over the VERSUS_UNTIED columns. A key with no value on either side
     (an empty bucket, runs from before grad_norm, a summary.json older than the column) is left out."""
@@ -103,11 +99,12 @@ def differences(cells, base, interval=paired_interval):
             and (found := interval(cells[key]['per_seed'], base[key]['per_seed']))[0] is not None}
 
 
-def versus_row(table, base, interval=paired_interval):
-    """{mode: {key: (difference, low, high)}} against the base row (untied, tied), where there is one."""
+def versus_row(table, base, interval):
+    """{mode: {key: (difference, low, high)}}: every row but base and untied against base (untied, tied), if any."""
     if base not in table:
         return {}
-    return {mode: differences(cells, table[base], interval) for mode, cells in table.items() if mode != base}
+    return {mode: differences(cells, table[base], interval) for mode, cells in table.items()
+            if mode not in (base, 'untied')}
 
 
 # The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
@@ -132,19 +129,26 @@ def read_other_summary(out_dir):
     return other
 
 
+def runs_pair(summary_a, summary_b):
+    """Whether two summaries' runs pair seed by seed, as the rows of one ablation do: the same seeds, scored on the
+    same evaluation batches (each seed then gives both the same data order)."""
+    return (summary_a.get('seeds') is not None and summary_a.get('seeds') == summary_b.get('seeds')
+            and summary_a.get('eval_seeds') == summary_b.get('eval_seeds'))
+
+
 def versus_other(info, out_dir):
     """This ablation minus another (e.g. the same recipe without emb_scale), mode by mode over the VERSUS_UNTIED
     columns, seed sets against seed sets: {'out_dir', 'differs': {key: [this, that]}, 'modes': {mode: {key:
     (difference, low, high)}}}. Only the modes both have; what differs between the two configs is listed, so
     that the table says what the difference is the effect of."""
     other = read_other_summary(out_dir)
-    # The same seeds and evaluation batches on both sides: the runs pair seed by seed, as within one ablation.
-    paired = other.get('seeds') == info['seeds'] and other.get('eval_seeds') == info.get('eval_seeds')
-    interval = paired_interval if paired else welch_interval
-    modes = {mode: differences(cells, other['modes'][mode], interval) for mode, cells in info['modes'].items()
-             if mode in other['modes']}
-    welch = {mode: differences(cells, other['modes'][mode], welch_interval) for mode, cells in info['modes'].items()
-             if mode in other['modes']} if paired else None
+    paired = runs_pair(info, other)
+
+    def minus_other(interval):
+        return {mode: differences(cells, other['modes'][mode], interval) for mode, cells in info['modes'].items()
+                if mode in other['modes']}
+    modes = minus_other(paired_interval if paired else welch_interval)
+    welch = minus_other(welch_interval) if paired else None
     differs = {key: [value, other['config'].get(key)] for key, value in info['config'].items()
                if key not in ABLATE_KEYS and other['config'].get(key) != value}
     return dict(out_dir=out_dir, differs=differs, modes=modes, paired=paired, welch=welch)
@@ -272,11 +276,10 @@ def summarize(cfg, runs, vocab_size, argv):
         unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
         modes=table,
-        versus_untied=versus_row(table, 'untied'),
+        versus_untied=versus_row(table, 'untied', paired_interval),
         versus_untied_welch=versus_row(table, 'untied', welch_interval),
-        versus_tied={mode: diffs for mode, diffs in versus_row(table, 'tied').items() if mode != 'untied'},
-        versus_tied_welch={mode: diffs for mode, diffs in versus_row(table, 'tied', welch_interval).items()
-                           if mode != 'untied'},
+        versus_tied=versus_row(table, 'tied', paired_interval),
+        versus_tied_welch=versus_row(table, 'tied', welch_interval),
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
@@ -322,6 +325,16 @@ def table_lines(info, headers, modes, cell):
     return lines
 
 
+def column_table(info, columns, modes, tokens=None):
+    """table_lines over columns [(key, header, format)], each cell as fmt writes it. tokens: a token count's key
+    per column, for the bucket tables, whose headers give the count of the first row's runs (every run of an
+    ablation is evaluated on the same tokens)."""
+    first = next(iter(info['modes'].values()))
+    headers = [header if tokens is None else f"{header} ({first[tokens[i]]['mean'] or 0:,.0f} tokens)"
+               for i, (_, header, _) in enumerate(columns)]
+    return table_lines(info, headers, modes, lambda cells, i: fmt(cells[columns[i][0]], columns[i][2], columns[i][0]))
+
+
 # How a difference table's intervals are made, for its heading: paired where the seeds pair the runs.
 PAIRED = ("mean of the per-seed differences, [95 % interval by Student's t on n - 1 degrees of freedom: each seed "
           "gives both rows the same data order and evaluation batches, so the runs pair] and, after it, Welch's "
@@ -339,13 +352,18 @@ def fmt_paired(paired, welch=None, decimals=3):
 
 
 def versus_table(info, columns, versus, welch=None):
-    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header)]; with welch (the same
-    shape), each cell is the paired interval followed by Welch's."""
+    """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header, ...)]; with welch (the
+    same shape), each cell is the paired interval followed by Welch's."""
     both = {mode: {key: (interval, (welch or {}).get(mode, {}).get(key)) for key, interval in cells.items()}
             for mode, cells in versus.items()}
-    return table_lines(info, [header for _, header in columns], both,
+    return table_lines(info, [header for _, header, *_ in columns], both,
                        lambda cells, i: fmt_paired(*cells.get(columns[i][0], ((None, None, None), None)),
                                                    decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
+
+
+def versus_lines(info, heading, columns, versus, welch):
+    """A difference table under its heading, whose {} says how its intervals are made (PAIRED where welch is given)."""
+    return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)]
 
 
 def markdown(info):
@@ -366,8 +384,7 @@ def markdown(info):
            if len(seeds) > 1 else f"one seed ({seeds[0]})."),
         "",
     ]
-    lines += table_lines(info, [header for _, header, _ in COLUMNS], info['modes'],
-                         lambda cells, i: fmt(cells[COLUMNS[i][0]], COLUMNS[i][2], COLUMNS[i][0]))
+    lines += column_table(info, COLUMNS, info['modes'])
     if info.get('floor'):
         lines += ["", *floor_lines(info['floor'])]
     repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
@@ -377,32 +394,23 @@ def markdown(info):
         untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
                  f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
                  "a head of its own from there on (its params count both matrices); the other rows never untie. ")
-    versus = info.get('versus_untied')
+    versus, welch = info.get('versus_untied'), info.get('versus_untied_welch')
     if versus:
-        welch = info.get('versus_untied_welch')
-        lines += ["", f"Difference from untied (mode minus untied, {PAIRED if welch else WELCH}):", ""]
-        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS if key in VERSUS_UNTIED], versus,
-                              welch)
+        lines += versus_lines(info, "Difference from untied (mode minus untied, {}):",
+                              [column for column in COLUMNS if column[0] in VERSUS_UNTIED], versus, welch)
     has_buckets = any(cells[key]['mean'] is not None
                       for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
     if has_buckets:
-        # The counts are those of the first row's runs: every run of an ablation is evaluated on the same tokens.
-        tokens = next(iter(info['modes'].values()))
         lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
                       "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
-        lines += table_lines(info, [f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
-                                    for (_, header, _), count in zip(BUCKET_COLUMNS, BUCKET_TOKENS)], info['modes'],
-                             lambda cells, i: fmt(cells[BUCKET_COLUMNS[i][0]], BUCKET_COLUMNS[i][2],
-                                                  BUCKET_COLUMNS[i][0]))
+        lines += column_table(info, BUCKET_COLUMNS, info['modes'], BUCKET_TOKENS)
         if versus:
-            lines += ["", f"The same, mode minus untied ({PAIRED if welch else WELCH}):", ""]
-            lines += versus_table(info, [(key, header) for key, header, _ in BUCKET_COLUMNS], versus, welch)
+            lines += versus_lines(info, "The same, mode minus untied ({}):", BUCKET_COLUMNS, versus, welch)
     if info.get('versus_tied'):
-        welch_tied = info.get('versus_tied_welch')
-        lines += ["", f"Difference from tied (mode minus tied, {PAIRED if welch_tied else WELCH}):", ""]
-        lines += versus_table(info, list(VERSUS_TIED), info['versus_tied'], welch_tied)
+        lines += versus_lines(info, "Difference from tied (mode minus tied, {}):", VERSUS_TIED, info['versus_tied'],
+                              info.get('versus_tied_welch'))
     if info.get('runs_without_best') is not None:
-        lines += best_point_lines(info, versus)
+        lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
     aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
@@ -410,9 +418,7 @@ def markdown(info):
         lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
                       "run, by linear CKA (blind to rotations and scale of the hidden space; 1 = the same geometry), "
                       "beside the CKA of two independent random matrices of that shape:", ""]
-        lines += table_lines(info, [header for _, header, _ in ALIGNMENT_COLUMNS], aligned,
-                             lambda cells, i: fmt(cells[ALIGNMENT_COLUMNS[i][0]], ALIGNMENT_COLUMNS[i][2],
-                                                  ALIGNMENT_COLUMNS[i][0]))
+        lines += column_table(info, ALIGNMENT_COLUMNS, aligned)
         lines += ["", "CKA to the untied head minus CKA to the untied embedding, per seed, then mean "
                       "[95 % interval by Student's t over seeds]:", ""]
         lines += [f"- {info['labels'][mode]}: {head_minus_embedding(cells)}" for mode, cells in aligned.items()]
@@ -422,8 +428,8 @@ def markdown(info):
         lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode "
                       f"({PAIRED if other.get('paired') else WELCH + ': the two have other seeds or evaluation batches'})"
                       f"; the settings that differ: {differs or 'none'}:", ""]
-        lines += versus_table(info, [(key, header) for key, header, _ in COLUMNS + BUCKET_COLUMNS
-                                     if key in VERSUS_UNTIED], other['modes'], other.get('welch'))
+        lines += versus_table(info, [column for column in COLUMNS + BUCKET_COLUMNS if column[0] in VERSUS_UNTIED],
+                              other['modes'], other.get('welch'))
     lines += [
         "",
         "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
@@ -454,22 +460,16 @@ def markdown(info):
     return '\n'.join(lines)
 
 
-def best_point_lines(info, versus):
+def best_point_lines(info, versus, welch):
     """The best point (best.pt: the weights at each run's lowest validation loss) scored on the whole split, by
     bucket, and against untied; then what the evaluation shared across runs, and what older runs lack."""
     lines = []
     if any(cells['best_val_loss_all']['mean'] is not None for cells in info['modes'].values()):
-        tokens = next(iter(info['modes'].values()))
         lines += ["", "At the best point: each run's best.pt (its weights at the evaluation with the lowest validation "
                       "loss) scored like the final checkpoint above, on the whole validation split, by bucket:", ""]
-        lines += table_lines(info, [f"{header} ({tokens[count]['mean'] or 0:,.0f} tokens)"
-                                    for (_, header, _), count in zip(BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS)],
-                             info['modes'], lambda cells, i: fmt(cells[BEST_BUCKET_COLUMNS[i][0]],
-                                                                 BEST_BUCKET_COLUMNS[i][2], BEST_BUCKET_COLUMNS[i][0]))
+        lines += column_table(info, BEST_BUCKET_COLUMNS, info['modes'], BEST_BUCKET_TOKENS)
         if versus:
-            welch = info.get('versus_untied_welch')
-            lines += ["", f"The same, mode minus untied ({PAIRED if welch else WELCH}):", ""]
-            lines += versus_table(info, [(key, header) for key, header, _ in BEST_BUCKET_COLUMNS], versus, welch)
+            lines += versus_lines(info, "The same, mode minus untied ({}):", BEST_BUCKET_COLUMNS, versus, welch)
     eval_seeds = info['eval_seeds']
     lines += ["", (f"Every run was evaluated on the same fixed batches (eval_seed {eval_seeds[0]}), whatever its "
                    f"seed and mode." if len(eval_seeds) == 1 else
@@ -533,11 +533,8 @@ def mean_interval(values):
 
 def head_minus_embedding(cells):
     """Claim 10's number for one mode: is its matrix closer to untied's head than to its embedding?"""
-    diffs = [h - e for h, e in zip(cells['cka_head']['per_seed'], cells['cka_emb']['per_seed'])
-             if h is not None and e is not None]
-    if len(diffs) < 2:
-        return f"{diffs[0]:+.3f} (one seed)"
-    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*mean_interval(diffs))
+    diff, low, high = paired_interval(cells['cka_head']['per_seed'], cells['cka_emb']['per_seed'])
+    return f"{diff:+.3f} (one seed)" if low is None else f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def write_csv(path, rows):

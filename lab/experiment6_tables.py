@@ -12,7 +12,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from lab.ablation_report import fmt_paired, mean_std, paired_interval, welch_interval  # noqa: E402
+from lab.ablation_figure import plot_rate_sweep, rate_cells  # noqa: E402
+from lab.ablation_grid import parse_row  # noqa: E402
+from lab.ablation_report import fmt_paired, mean_std, paired_interval, runs_pair, welch_interval  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'docs', 'results')
 
@@ -31,17 +33,11 @@ def cell(source, row, key):
     return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
-def pairs(source_a, source_b):
-    """Whether two summaries' runs pair seed by seed: the same seeds, scored on the same evaluation batches."""
-    return (source_a.get('seeds') is not None and source_a.get('seeds') == source_b.get('seeds')
-            and source_a.get('eval_seeds') == source_b.get('eval_seeds'))
-
-
 def paired(a, b, key):
     """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
     seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
     (source_a, row_a), (source_b, row_b) = a, b
-    if pairs(source_a, source_b):
+    if runs_pair(source_a, source_b):
         return paired_interval(source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed'])
     return welch_interval(seeds(*a, key), seeds(*b, key))
 
@@ -49,15 +45,13 @@ def paired(a, b, key):
 def diff(a, b, key):
     """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
     which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
-    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if pairs(a[0], b[0]) else None
+    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if runs_pair(a[0], b[0]) else None
     return fmt_paired(paired(a, b, key), welch)
 
 
 def sweep_summary(optimizer):
     """The half-length sweep's summary, with the cells the edges stage trained in a folder of their own
     (experiment6-rates-OPTIMIZER-e300: the same seed and data order as every cell) merged in."""
-    from lab.ablation_grid import parse_row
-
     def cell_of(row):  # untied_e1_h1 and untied are the same cell
         parsed = parse_row(row)
         return parsed.tie_mode, parsed.embed_mult or 1.0, parsed.head_mult or 1.0
@@ -73,7 +67,6 @@ def sweep_summary(optimizer):
 
 def sweep_table(info):
     """The half-length sweep: untied's cells as a grid (embed rate down, head rate across), tied's as a row."""
-    from lab.ablation_figure import rate_cells
     untied, tied = rate_cells(info)
     embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
     best = min(untied, key=untied.get)
@@ -93,33 +86,25 @@ def sweep_table(info):
 def main(figures=False):
     out = []
     for optimizer in ('adamw', 'muon'):
-        if not os.path.exists(os.path.join(RESULTS, f'experiment6-rates-{optimizer}')):
-            continue
         info = sweep_summary(optimizer)
         if figures:
-            from lab.ablation_figure import plot_rate_sweep
             plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
         lines, best, low = sweep_table(info)
         out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
         out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
-        bases = [(factor, f'experiment6-rates-{optimizer}-base{factor}') for factor in ('0.3', '3', '10')]
-        bases = [(factor, summary(name)) for factor, name in bases if os.path.exists(os.path.join(RESULTS, name))]
-        if bases:
-            rows = [('×0.3', bases[0][1])] if bases[0][0] == '0.3' else []
-            columns = rows + [('×1', info)] + [(f"×{f}", s) for f, s in bases if f != '0.3']
-            out += [f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
-                    '| | ' + ' | '.join(label for label, _ in columns) + ' |', '|---|' + '---:|' * len(columns)]
-            for row, label in (('untied', 'untied_e1_h1'), ('tied', 'tied_e1')):
-                values = []
-                for _, source in columns:
-                    key = row if row in source['modes'] else label
-                    values.append(f"{source['modes'][key]['val_loss_all']['mean']:.3f}")
-                out.append(f"| {row} | " + ' | '.join(values) + ' |')
-            out.append('')
+        # each base rate's untied and tied, the sweep's at x1 (untied_e1_h1, tied_e1: rate_cells reads both alike)
+        factors = ('0.3', '1', '3', '10')
+        cells = [rate_cells(info if factor == '1' else summary(f'experiment6-rates-{optimizer}-base{factor}'))
+                 for factor in factors]
+        out += [f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
+                '| | ' + ' | '.join(f"×{factor}" for factor in factors) + ' |', '|---|' + '---:|' * len(factors),
+                '| untied | ' + ' | '.join(f"{untied[(1.0, 1.0)]:.3f}" for untied, _ in cells) + ' |',
+                '| tied | ' + ' | '.join(f"{tied[1.0]:.3f}" for _, tied in cells) + ' |', '']
     print('\n'.join(out))
-    confirm_tables()
-    split_table()
-    decay_tables()
+    sources = confirm_sources()
+    confirm_tables(sources)
+    split_table(sources)
+    decay_tables(sources)
 
 
 # Stage 2's comparisons: (label, one setting, minus another), each a key of confirm_sources()'s rows
@@ -132,31 +117,20 @@ COMPARISONS = [('tied − untied, default rates', 'tied', 'untied'),
 
 def confirm_sources():
     """{optimizer: {setting: (summary, row)}} of stage 2; AdamW's default rates are experiment 5's runs."""
-    sources = {}
-    if os.path.exists(os.path.join(RESULTS, 'experiment6-confirm-adamw')):
-        adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
-        sources['adamw'] = dict(untied=(default, 'untied'), tied=(default, 'tied'),
-                                untied_best=(adamw, 'untied_e30_h3'), tied_best=(adamw, 'tied_e10'),
-                                tied_untie_best=(adamw, 'tied_untie_e10'))
+    adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
+    sources = dict(adamw=dict(untied=(default, 'untied'), tied=(default, 'tied'), untied_best=(adamw, 'untied_e30_h3'),
+                              tied_best=(adamw, 'tied_e10'), tied_untie_best=(adamw, 'tied_untie_e10')))
     # Muon as experiment 6 ran it (q, k, v stacked, orthogonalised as one matrix), then with each apart (the
     # controls stage: --muon_qkv=split, the default since)
     for optimizer, name in (('muon', 'experiment6-confirm-muon'), ('muon, q/k/v apart', 'experiment6-confirm-muon-split')):
-        if not os.path.exists(os.path.join(RESULTS, name)):
-            continue
         muon = summary(name)
-        rows = list(muon['modes'])
-        pick = lambda prefix: next((r for r in rows if r.startswith(prefix) and r != prefix), None)  # noqa: E731
-        found = dict(untied='untied' if 'untied' in rows else None, tied='tied' if 'tied' in rows else None,
-                     untied_best=pick('untied_'), tied_best=pick('tied_e'), tied_untie_best=pick('tied_untie'))
-        sources[optimizer] = {setting: (muon, row) for setting, row in found.items() if row}  # what has been trained
+        sources[optimizer] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, 'untied_e10_h3'),
+                                  tied_best=(muon, 'tied_e10'), tied_untie_best=(muon, 'tied_untie_e10'))
     return sources
 
 
-def split_table():
+def split_table(sources):
     """Muon with q, k, v orthogonalised apart minus as one stacked matrix, row by row (the same seeds and data)."""
-    sources = confirm_sources()
-    if 'muon, q/k/v apart' not in sources:
-        return
     split, fused = sources['muon, q/k/v apart'], sources['muon']
     lines = ['| setting | row | q/k/v apart | as one matrix | apart − as one |', '|---|---|---:|---:|---:|']
     for setting, row in split.items():
@@ -166,27 +140,21 @@ def split_table():
 
 
 # The controls of the ends' decay: at each best row, the decay per step held at x1's (per_step) or none, against
-# torch's coupling (the best rows of stage 2). {optimizer: (its stage-2 rows, the controls' folder prefix)}
-DECAY_CONTROLS = {'adamw': ('adamw', 'experiment6-decay-adamw'),
-                  'muon, q/k/v apart': ('muon, q/k/v apart', 'experiment6-decay-muon')}
+# torch's coupling (the best rows of stage 2). {optimizer of stage 2: the controls' folder prefix}
+DECAY_CONTROLS = {'adamw': 'experiment6-decay-adamw', 'muon, q/k/v apart': 'experiment6-decay-muon'}
 DECAY_FORMS = ('coupled', 'per_step', 'none')
 
 
-def decay_sources():
+def decay_sources(confirmed):
     """{optimizer: {form: {setting: (summary, row)}}}: 'coupled' is stage 2's best rows; the others the controls'."""
-    sources, confirmed = {}, confirm_sources()
-    for optimizer, (stage2, prefix) in DECAY_CONTROLS.items():
-        if stage2 not in confirmed or not {'tied_best', 'untied_best'} <= set(confirmed[stage2]):
-            continue
-        rows = confirmed[stage2]
-        forms = {'coupled': rows}
+    sources = {}
+    for optimizer, prefix in DECAY_CONTROLS.items():
+        rows = confirmed[optimizer]
+        sources[optimizer] = {'coupled': rows}
         for form in DECAY_FORMS[1:]:
-            if os.path.exists(os.path.join(RESULTS, f'{prefix}-{form}')):
-                control = summary(f'{prefix}-{form}')
-                forms[form] = dict(rows, untied_best=(control, rows['untied_best'][1]),
-                                   tied_best=(control, rows['tied_best'][1]))
-        if len(forms) > 1:
-            sources[optimizer] = forms
+            control = summary(f'{prefix}-{form}')
+            sources[optimizer][form] = dict(rows, untied_best=(control, rows['untied_best'][1]),
+                                            tied_best=(control, rows['tied_best'][1]))
     return sources
 
 
@@ -196,20 +164,17 @@ DECAY_COMPARISONS = [('tied − untied, each at its best rates', 'tied_best', 'u
                      ('untied: best rates − default', 'untied_best', 'untied')]
 
 
-def decay_tables():
+def decay_tables(confirmed):
     """The controls: which carries the cost that the best rates recovered, the rate or the decay that came with it."""
-    sources = decay_sources()  # read once: both tables below come from it
+    sources = decay_sources(confirmed)
     lines = ['| optimizer | ends\' decay | tied, best rate | untied, best rates | '
              + ' | '.join(label for label, _, _ in DECAY_COMPARISONS) + ' |', '|---|---|' + '---:|' * 5]
     for optimizer, forms in sources.items():
         for form, rows in forms.items():
             lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'], 'val_loss_all')} | "
                          f"{cell(*rows['untied_best'], 'val_loss_all')} | "
-                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') if a in rows and b in rows else '–'
-                                      for _, a, b in DECAY_COMPARISONS) + ' |')
-    if len(lines) > 2:
-        print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '',
-              sep='\n')
+                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') for _, a, b in DECAY_COMPARISONS) + ' |')
+    print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '', sep='\n')
     # the decay's own share: the same rate, with the ends' decay per step held at x1's (or none), minus coupled
     lines = ['| optimizer | ends\' decay | tied: this − coupled | untied: this − coupled |', '|---|---|---:|---:|']
     for optimizer, forms in sources.items():
@@ -217,13 +182,11 @@ def decay_tables():
             if form != 'coupled':
                 lines.append(f"| {optimizer} | {form} | " + ' | '.join(
                     diff(rows[key], forms['coupled'][key], 'val_loss_all') for key in ('tied_best', 'untied_best')) + ' |')
-    if len(lines) > 2:
-        print('### What the decay that came with the rate bought (whole split, end)', '', *lines, '', sep='\n')
+    print('### What the decay that came with the rate bought (whole split, end)', '', *lines, '', sep='\n')
 
 
-def confirm_tables():
+def confirm_tables(sources):
     """Stage 2: five seeds, full length."""
-    sources = confirm_sources()
     lines = ['| optimizer | setting | row | whole split, end | whole split, best point |', '|---|---|---|---:|---:|']
     for optimizer, rows in sources.items():
         for setting, (source, row) in rows.items():
@@ -233,8 +196,6 @@ def confirm_tables():
     lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
     for label, a, b in COMPARISONS:
         for optimizer, rows in sources.items():
-            if a not in rows or b not in rows:
-                continue
             lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b], 'val_loss_all')} | "
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
@@ -246,15 +207,11 @@ def confirm_tables():
 
 def lens_pairs(sources):
     """[(optimizer, rates, (summary, tied row), (summary, untied row))]: claim 17's pairs whose runs were lensed."""
-    lensed, pairs = dict(sources), []
-    if os.path.exists(os.path.join(RESULTS, 'experiment6-lens-adamw')) and 'adamw' in sources:
-        again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
-        lensed['adamw'] = dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))
+    again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
+    lensed, pairs = dict(sources, adamw=dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))), []
     for optimizer, rows in lensed.items():
         for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),
                                               ('each at its best rates', ('tied_best', 'untied_best'))):
-            if tied_key not in rows or untied_key not in rows:
-                continue
             (source, tied), (untied_source, untied) = rows[tied_key], rows[untied_key]
             if source['modes'][tied].get('lens_gap_0', {}).get('mean') is not None:
                 pairs.append((optimizer, rates, (source, tied), (untied_source, untied)))

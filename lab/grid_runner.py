@@ -145,8 +145,8 @@ def run_claimed(task, run_fn, progress, whole_process):
 # ---------------------------------------------------------------- a run's share of the grid's progress (lib/progress.py)
 
 class RunProgress:
-    """The bar a run trains with in this process: the grid's, told where a resumed run really starts
-    (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
+    """One run's share of the grid's bar, in the process that holds the bar: told where a resumed run really
+    starts (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
 
     def __init__(self, bar, task):
         self.bar, self.task, self.counted = bar, task, 0
@@ -163,9 +163,6 @@ class RunProgress:
         self.update(self.task.iters - self.task.done_iters - self.counted)
 
     def set_postfix(self, *args, **kwargs):
-        pass
-
-    def set_description(self, *args, **kwargs):
         pass
 
 
@@ -227,9 +224,6 @@ class Progress:
     def set_postfix(self, *args, **kwargs):
         pass
 
-    def set_description(self, *args, **kwargs):
-        pass
-
 
 def worker_main(conn, threads, run_fn):
     """A worker process: claims and trains the runs the parent sends, one at a time, until it gets None."""
@@ -283,7 +277,7 @@ class Worker:
     def __init__(self, context, threads, run_fn):
         self.conn, child = context.Pipe()
         self.pid = self.task = None
-        self.counted, self.groups, self.gone = 0, set(), False
+        self.progress, self.groups, self.gone = None, set(), False
         # torch's thread pool (and inductor's compile pool) is sized from the environment at its import.
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
         masks = hasattr(signal, 'pthread_sigmask')  # POSIX
@@ -297,8 +291,8 @@ class Worker:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()
 
-    def give(self, task):
-        self.task, self.counted = task, 0
+    def give(self, task, bar):
+        self.task, self.progress = task, RunProgress(bar, task)
         self.conn.send(task)
 
     def interrupt(self):
@@ -343,7 +337,7 @@ class WorkerPool:
             entry = (next((e for e in due if e[0].group in worker.groups), None)
                      or next((e for e in due if e[0].group not in elsewhere), None) or due[0])
             self.queue.remove(entry)
-            worker.give(entry[0])
+            worker.give(entry[0], self.bar)
 
     def handle(self, worker, message):
         kind, value = message
@@ -351,10 +345,10 @@ class WorkerPool:
         if kind == 'ready':
             worker.pid = value
             self.pids.append(value)
-        elif kind == 'start':  # the bar counted the checkpoint that planning saw; another process may have moved it on
-            self.progress(worker, value - task.done_iters)
+        elif kind == 'start':
+            worker.progress.begin(value)
         elif kind == 'progress':
-            self.progress(worker, value)
+            worker.progress.update(value)
         elif kind == 'busy':
             self.queue.append((task, time.monotonic() + RETRY_S))
             if task.label not in self.told:
@@ -362,7 +356,7 @@ class WorkerPool:
                 say(self.bar, f"{task.label}: claimed by process {value}, which is training it; waiting for it")
             worker.task = None
         elif kind == 'done':
-            self.progress(worker, task.iters - task.done_iters - worker.counted)  # the whole run, whatever was reported
+            worker.progress.finish()
             worker.groups.add(task.group)
             self.ended(worker, self.on_done, value)
         elif kind == 'failed' or (kind == 'interrupted' and task is not None and not self.stops):
@@ -371,10 +365,6 @@ class WorkerPool:
             if task is not None:
                 self.stopped.append((task, value))
             worker.task = None
-
-    def progress(self, worker, n):
-        worker.counted += n
-        self.bar.update(n)
 
     def ended(self, worker, callback, value):
         task, worker.task = worker.task, None

@@ -199,6 +199,21 @@ def loss_by_frequency(model, val, bucket, block_size, device):
     return sums.tolist(), counts.tolist()
 
 
+def read_cache(path, made_from, *keys):
+    """The values of keys in the cache file at path when it was made from made_from, else None: none yet, an
+    unreadable one or one made from other files, to be made again (the file is only a cache)."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            saved = json.load(f)
+        return [saved[key] for key in keys] if saved['made_from'] == made_from else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_cache(path, made_from, **values):
+    atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, **values)) + '\n').encode())
+
+
 def same_weights_as_checkpoint(run_dir, best, made_from):
     """The checkpoint's cached (loss sums, token counts) when best.pt's weights (best: its contents) are the
     checkpoint's, bit for bit, as they are whenever a run's lowest validation loss is its last evaluation: most
@@ -208,18 +223,16 @@ def same_weights_as_checkpoint(run_dir, best, made_from):
     import torch
     ckpt_path = os.path.join(run_dir, 'ckpt.pt')
     try:
-        with open(os.path.join(run_dir, BUCKET_FILE), encoding='utf-8') as f:
-            saved = json.load(f)
         stat = os.stat(ckpt_path)
-        if saved['made_from'] != dict(made_from, ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns):
+        cached = read_cache(os.path.join(run_dir, BUCKET_FILE),
+                            dict(made_from, ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns), 'loss_sums', 'tokens')
+        if cached is None:
             return None
         final = run_files.load_checkpoint(ckpt_path, 'cpu')['model']
-        sums, counts = saved['loss_sums'], saved['tokens']
-    except Exception:  # no cache, or an unreadable one or checkpoint: best.pt is scored on its own
+    except Exception:  # no checkpoint, or an unreadable one: best.pt is scored on its own
         return None
-    if final.keys() != best['model'].keys() or not all(torch.equal(final[k], best['model'][k]) for k in final):
-        return None
-    return sums, counts
+    same = final.keys() == best['model'].keys() and all(torch.equal(final[k], best['model'][k]) for k in final)
+    return cached if same else None
 
 
 def bucket_numbers(run_dir, data, cfg, best=False):
@@ -235,29 +248,21 @@ def bucket_numbers(run_dir, data, cfg, best=False):
     made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
                      max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
     path = os.path.join(run_dir, BEST_BUCKET_FILE if best else BUCKET_FILE)
-    try:
-        with open(path, encoding='utf-8') as f:
-            saved = json.load(f)
-        if saved['made_from'] == made_from:
-            sums, counts = saved['loss_sums'], saved['tokens']
-        else:
-            saved = None
-    except (OSError, ValueError, KeyError, TypeError):
-        saved = None  # none yet, or unreadable: evaluate again; the file is only a cache
-    if saved is None:
+    cached = read_cache(path, made_from, 'loss_sums', 'tokens')
+    if cached is None:
         if best:
             model, kept = run_files.load_best(ckpt_path)
-            same = same_weights_as_checkpoint(run_dir, kept, made_from)
-            if same is not None:  # the best point is the last: its numbers are the checkpoint's, not scored twice
-                sums, counts = same
+            # the best point is the last: its numbers are the checkpoint's, not scored twice
+            cached = same_weights_as_checkpoint(run_dir, kept, made_from)
         else:
             model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)
-        if not best or same is None:
+        if cached is None:
             val, bucket, _ = data.get()
             device = pick_device(cfg['device'])
             model = model.to(device)
-            sums, counts = loss_by_frequency(model, val, bucket, model.config.block_size, device)
-        atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, loss_sums=sums, tokens=counts)) + '\n').encode())
+            cached = loss_by_frequency(model, val, bucket, model.config.block_size, device)
+        write_cache(path, made_from, loss_sums=cached[0], tokens=cached[1])
+    sums, counts = cached
     # The buckets pooled: the loss over the whole split, far less noisy than eval_iters batches.
     numbers = {prefix + 'val_loss_all': sum(sums) / sum(counts), prefix + 'tokens_all': sum(counts)}
     for (key, *_), total, count in zip(BUCKETS, sums, counts):
@@ -277,25 +282,19 @@ ALIGNMENT_FILE = 'alignment.json'  # in the run's folder, reused while both chec
 def alignment_numbers(run_dir, untied_dir):
     """The ALIGNMENT_COLUMNS of one run against the untied run of its seed (None where either checkpoint
     is missing). Read from ALIGNMENT_FILE when it describes the two checkpoints there now."""
-    if untied_dir is None:
-        return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
-    paths = [os.path.join(folder, 'ckpt.pt') for folder in (run_dir, untied_dir)]
-    if not all(os.path.exists(path) for path in paths):
+    paths = [os.path.join(folder, 'ckpt.pt') for folder in (run_dir, untied_dir)] if untied_dir else []
+    if not paths or not all(os.path.exists(path) for path in paths):
         return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
     made_from = [[os.stat(path).st_size, os.stat(path).st_mtime_ns] for path in paths]
     cache = os.path.join(run_dir, ALIGNMENT_FILE)
-    try:
-        with open(cache, encoding='utf-8') as f:
-            saved = json.load(f)
-        if saved['made_from'] == made_from:
-            return saved['numbers']
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: measure again; the file is only a cache
+    cached = read_cache(cache, made_from, 'numbers')
+    if cached:
+        return cached[0]
     shared, untied = (run_files.load_checkpoint(path, 'cpu')['model'] for path in paths)
     W = shared['token_embedding_table.weight']
     numbers = dict(cka_emb=linear_cka(W, untied['token_embedding_table.weight']),
                    cka_head=linear_cka(W, untied['lm_head.weight']), cka_floor=random_cka_floor(*W.shape))
-    atomic_write_bytes(cache, (json.dumps(dict(made_from=made_from, numbers=numbers)) + '\n').encode())
+    write_cache(cache, made_from, numbers=numbers)
     return numbers
 
 
@@ -323,17 +322,14 @@ def lens_numbers(run_dir, cfg):
                      steps=tuned_lens.LENS_STEPS, batch=tuned_lens.LENS_BATCH, lr=tuned_lens.LENS_LR,
                      seed=tuned_lens.LENS_SEED, max_targets=tuned_lens.LENS_MAX_TARGETS)
     path = os.path.join(run_dir, LENS_FILE)
-    try:
-        with open(path, encoding='utf-8') as f:
-            saved = json.load(f)
-        lens = saved['lens'] if saved['made_from'] == made_from else None
-    except (OSError, ValueError, KeyError, TypeError):
-        lens = None  # none yet, or unreadable: measure again; the file is only a cache
-    if lens is None:
+    cached = read_cache(path, made_from, 'lens')
+    if cached:
+        lens = cached[0]
+    else:
         model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)
         splits, _ = load_splits(dict(cfg, block_size=model.config.block_size))
         lens = tuned_lens.tuned_lens(model, splits, pick_device(cfg['device']))
-        atomic_write_bytes(path, (json.dumps(dict(made_from=made_from, lens=lens)) + '\n').encode())
+        write_cache(path, made_from, lens=lens)
     numbers = {}
     for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit'])):
         numbers.update({f'lens_tuned_{layer}': tuned, f'lens_logit_{layer}': logit,

@@ -7,12 +7,10 @@ the model's final distribution: minimise KL(final || head(ln_f(T_l(h_l)))), all 
 windows. Then a layer's lens loss is the cross-entropy of head(ln_f(T_l(h_l))) over the whole validation
 split. The last layer needs no translator: its lens loss is the model's own loss.
 
-The plain logit lens is the same with every translator left at the identity: it reads an early state as if it
-were the last. On a tied model that is unfair in one direction: layer 0 holds about w_i (docs/initial-loss.md,
-(*)) and the head is W itself, so the logit lens sees the tied matrix read its own rows back (the copy machine of (*))
-rather than what the layer knows; an untied head was never shaped to read layer 0 at all. A translator learns
-whatever basis each layer uses, so tied and untied models are compared on what their layers hold. Both are
-reported (tuned_lens.json in a run's folder, lab/run_results.lens_numbers).
+The plain logit lens is the same with every translator left at the identity; on a tied model it reads layer 0
+through W's own rows, the copy machine of docs/initial-loss.md's (*), which is why the translators are trained
+(docs/optimizers.md, "The tuned lens"). Both are reported (tuned_lens.json in a run's folder,
+lab/run_results.lens_numbers).
 
 For one finished run (about a minute for experiment 5's BPE model on one thread):
 
@@ -68,8 +66,7 @@ def read_out(model, h):
     return model.head(model.ln_f(h))
 
 
-def train_translators(model, tokens, device='cpu', steps=LENS_STEPS, batch_size=LENS_BATCH, lr=LENS_LR, seed=LENS_SEED,
-                      kind=None):
+def train_translators(model, tokens, device, steps):
     """Translators fitted to the frozen model on windows of tokens (its training split)."""
     cfg = model.config
     translators = Translators(cfg.n_layer, cfg.n_embd).to(device)
@@ -78,17 +75,17 @@ def train_translators(model, tokens, device='cpu', steps=LENS_STEPS, batch_size=
     # steps, 5.01 after 300 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
     # blocks above it are the identity) keeps the identity: its gradient is float32 noise, which Adam would
     # turn into steps the size of the rate.
-    optimizer = kind(translators.parameters(), lr=lr) if kind else torch.optim.Adam(translators.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(translators.parameters(), lr=LENS_LR)
     fit, last, settled = {}, max(1, steps // 10), set()  # fit: the mean KL of each layer over the last tenth
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(LENS_SEED)
     needs_grad = [p.requires_grad for p in model.parameters()]
     model.requires_grad_(False)  # frozen: gradients reach the translators only
     model.eval()
     try:
         for step in range(steps):
             for group in optimizer.param_groups:
-                group['lr'] = lr * (1 - step / steps)
-            x, _, _ = get_batch(tokens, batch_size, cfg.block_size, generator)
+                group['lr'] = LENS_LR * (1 - step / steps)
+            x, _, _ = get_batch(tokens, LENS_BATCH, cfg.block_size, generator)
             with torch.no_grad():
                 states, logits = residual_states(model, x.to(device))
                 final = F.log_softmax(logits.float().flatten(0, 1), dim=-1)  # (B*T, n)
@@ -113,15 +110,15 @@ def train_translators(model, tokens, device='cpu', steps=LENS_STEPS, batch_size=
 
 
 @torch.no_grad()
-def lens_losses(model, translators, tokens, device='cpu', max_targets=LENS_MAX_TARGETS):
+def lens_losses(model, translators, tokens, device):
     """{'tuned': [loss per layer], 'logit': [...], 'targets': count}: mean cross-entropy over the first
-    min(len(tokens) - 1, max_targets) targets of tokens, each predicted once, through each layer's
+    min(len(tokens) - 1, LENS_MAX_TARGETS) targets of tokens, each predicted once, through each layer's
     translator (tuned) and through none (logit); the last entry of both is the model's own loss."""
     model.eval()
     layers = model.config.n_layer + 1
     sums = dict(tuned=[0.0] * layers, logit=[0.0] * layers)
     count = 0
-    for x_all, y_all in whole_split_windows(tokens, model.config.block_size, max_targets):
+    for x_all, y_all in whole_split_windows(tokens, model.config.block_size, LENS_MAX_TARGETS):
         for i in range(0, len(x_all), EVAL_BATCH):
             x, y = x_all[i:i + EVAL_BATCH].to(device), y_all[i:i + EVAL_BATCH].to(device).flatten()
             states, logits = residual_states(model, x)
@@ -139,7 +136,7 @@ def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
     """Train the translators on splits['train'], score every layer on splits['val']: lens_losses' dict plus
     'log_n' (a uniform guess), 'layers' (their names) and 'fit_kl' (each translator's KL at the end of training)."""
     model = model.to(device)
-    translators = train_translators(model, splits['train'], device, steps=steps)
+    translators = train_translators(model, splits['train'], device, steps)
     result = lens_losses(model, translators, splits['val'], device)
     result['fit_kl'] = translators.fit  # how closely each translator matches the final distribution, in training
     result['layers'] = ['embedding'] + [f'block {l + 1}' for l in range(model.config.n_layer)]
