@@ -298,8 +298,9 @@ def write_curves(out_dir):
             mode, seed = name.rsplit('-seed', 1)
             with open(path, encoding='utf-8') as f:
                 rows += [(mode, seed, r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
-    with open(os.path.join(out_dir, 'curves.csv'), 'w', encoding='utf-8') as f:
-        f.write('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows))
+    from lib.atomic_files import atomic_write_bytes  # an interrupted write leaves the old file whole
+    atomic_write_bytes(os.path.join(out_dir, 'curves.csv'),
+                       ('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows)).encode())
 
 
 def horizon_runs():

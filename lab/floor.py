@@ -85,9 +85,9 @@ def floors(data_dir, iters=200, batch_size=16, block_size=64, seed=1337):
         seed=seed, discount=DISCOUNT)
 
 
-def floor_lines(floor):
+def floor_lines(floor, source='lab/floor.py'):
     """The floor as a few lines of Markdown, for a summary."""
-    return [f"Floor (lab/floor.py): on the same validation split, counting alone scores a unigram "
+    return [f"Floor ({source}): on the same validation split, counting alone scores a unigram "
             f"{floor['unigram_whole']:.3f} and an interpolated Kneser-Ney bigram {floor['bigram_whole']:.3f} fitted to "
             f"the whole training split ({floor['train_tokens']:,} tokens); fitted to what one run reads "
             f"({floor['iters']} x {floor['batch_size']} windows of {floor['block_size'] + 1} tokens, seed "
@@ -117,7 +117,7 @@ def add_to_summaries(results_dir, data_dir):
         md = os.path.join(results_dir, name, 'summary.md')
         with open(md, encoding='utf-8') as f:
             text = f.read().rstrip('\n')
-        line = floor_lines(info['floor'])[0].replace('(lab/floor.py)', '(lab/floor.py, added after these runs)')
+        line, = floor_lines(info['floor'], source='lab/floor.py, added after these runs')
         atomic_write_bytes(md, (text + '\n\n' + line + '\n').encode())
         print(f"{name}: bigram {info['floor']['bigram_whole']:.3f} whole, {info['floor']['bigram_run']:.3f} a run")
 
