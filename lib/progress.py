@@ -101,12 +101,6 @@ class GridBar:
         else:
             self.tqdm.write(line)
 
-    def set_postfix(self, *args, **kwargs):
-        pass  # one run's loss and speed, while several train: not the grid's
-
-    def set_description(self, *args, **kwargs):
-        pass
-
     def close(self):
         self.bar.close()
 
