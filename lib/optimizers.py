@@ -157,16 +157,6 @@ class SlicedMuon(torch.optim.Muon):
                                alpha=-_adjust_lr(group['lr'], group['adjust_lr_fn'], p_map.shape))
 
 
-def muon_maker(cfg, device_type):
-    """What configure_optimizers calls, with its groups and the maps its stacked matrices hold, to build
-    Muon over the blocks' matrices: Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16,
-    in float32 on a CPU that only emulates bf16; stacked q, k, v one map each under --muon_qkv=split."""
-    float32 = device_type == 'cpu' and not cpu_has_native_bf16()
-    return lambda groups, maps: SlicedMuon(groups, maps=maps if cfg.get('muon_qkv', 'split') == 'split' else None,
-                                           float32=float32, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
-                                           weight_decay=cfg['weight_decay'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
-
-
 # ---------------------------------------------------------------- the optimizers as one
 
 class Optimizers:
@@ -226,8 +216,8 @@ def from_two_groups(saved, adamw, model):
 
 
 def configure_optimizers(model, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-    """The model's optimizers: [AdamW], or [AdamW, Muon] when muon (muon_maker: makes a Muon of its groups and the
-    maps each stacked matrix holds) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
+    """The model's optimizers: [AdamW], or [AdamW, Muon] when muon (the run's settings: muon_lr, muon_momentum,
+    muon_qkv) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
     The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
     shared matrix when tied: there once), 'head' (an untied head; empty while tied), 'matrices', 'gains'."""
     table, head = model.token_embedding_table.weight, model.lm_head.weight
@@ -245,15 +235,21 @@ def configure_optimizers(model, weight_decay, learning_rate, betas, device_type,
     if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
         fused = device_type in ('cpu', 'cuda', 'mps')
     adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+    if not muon:
+        return [adamw]
     # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
     # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
-    maps = {block.attn.c_attn.weight: 3 for block in model.blocks}
-    return [adamw, muon([dict(params=hidden, role='muon')], maps)] if muon else [adamw]
+    maps = {block.attn.c_attn.weight: 3 for block in model.blocks} if muon.get('muon_qkv', 'split') == 'split' else None
+    # Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16, in float32 on one that emulates it
+    float32 = device_type == 'cpu' and not cpu_has_native_bf16()
+    return [adamw, SlicedMuon([dict(params=hidden, role='muon')], maps=maps, float32=float32, lr=muon['muon_lr'],
+                              momentum=muon['muon_momentum'], weight_decay=weight_decay,
+                              adjust_lr_fn=MUON_LR_ADJUSTMENT)]
 
 
 def build_optimizer(raw_model, cfg, device_type, fused=None):
     """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
-    muon = muon_maker(cfg, device_type) if cfg.get('optimizer', 'adamw') == 'muon' else None
+    muon = cfg if cfg.get('optimizer', 'adamw') == 'muon' else None
     optimizer = Optimizers(configure_optimizers(raw_model, cfg['weight_decay'], cfg['learning_rate'],
                                                 (cfg['beta1'], cfg['beta2']), device_type, fused=fused, muon=muon))
     set_ends_decay(optimizer, cfg)
