@@ -326,44 +326,37 @@ class Process:
         return self.rank == 0
 
 
-def with_precision(proc, cfg):
-    """The device's settings for this run: its dtype, the autocast context that applies it, whether to compile,
-    the padding of the head's matmul, and TF32 matmuls on CUDA (float32 weights, 10-bit mantissa products)."""
-    proc.dtype = pick_dtype(cfg['dtype'], proc.device)
-    proc.autocast = autocast_context(proc.device, proc.dtype)
-    proc.compile = pick_compile(cfg['compile'], proc.device)
-    proc.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], proc.device)
-    if proc.device.startswith('cuda'):
-        import torch
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-
 @contextmanager
 def process_group(cfg):
-    """Set up the process (under torchrun: join the DDP group, one GPU per rank) and tear it down."""
+    """Set up the process (under torchrun: join the DDP group, one GPU per rank) and tear it down. The device's
+    settings for this run: its dtype, the autocast context that applies it, whether to compile, the padding of
+    the head's matmul, and TF32 matmuls on CUDA (float32 weights, 10-bit mantissa products)."""
+    import torch
     proc = Process()
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
-    if not proc.ddp:
-        proc.device = pick_device(cfg['device'])
-        with_precision(proc, cfg)
-        yield proc
-        return
-    import torch
-    from torch.distributed import destroy_process_group, init_process_group
-    proc.rank, proc.local_rank, proc.world_size = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
-    proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
-    if proc.device.startswith('cuda'):
-        torch.cuda.set_device(proc.device)
-    init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
-    try:
-        with_precision(proc, cfg)
+    with contextlib.ExitStack() as stack:
+        if proc.ddp:
+            from torch.distributed import destroy_process_group, init_process_group
+            proc.rank, proc.local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])
+            proc.world_size = int(os.environ['WORLD_SIZE'])
+            proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
+            if proc.device.startswith('cuda'):
+                torch.cuda.set_device(proc.device)
+            init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
+            stack.callback(destroy_process_group)
+        else:
+            proc.device = pick_device(cfg['device'])
+        proc.dtype = pick_dtype(cfg['dtype'], proc.device)
+        proc.autocast = autocast_context(proc.device, proc.dtype)
+        proc.compile = pick_compile(cfg['compile'], proc.device)
+        proc.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], proc.device)
+        if proc.device.startswith('cuda'):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         if cfg['gradient_accumulation_steps'] % proc.world_size:
             raise UserError(f"--gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible "
                             f"by the number of processes ({proc.world_size})")
         yield proc
-    finally:
-        destroy_process_group()
 
 
 @contextmanager
