@@ -82,12 +82,11 @@ import torch
 import train
 from lib import machine, run_files
 from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
-                               parse_row, recorded_config, untie_iter)
+                               parse_row, recorded_config, recorded_eval_seed, untie_iter)
 from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
 from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
-from lab.evaluation import recorded_eval_seed
 from lab.floor import floors
 from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
 from lib.progress import GridBar, say
