@@ -95,8 +95,7 @@ from lib.prepared_data import load_meta
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
-# train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
-# because the table's 1 % point and the first hundred steps of the curves need every step.
+# train.py's keys, minus the two ablate.py decides per run, plus its own; log_interval=1 (train.py: 10).
 DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
 DEFAULTS.update(
     out_dir='out-ablation',     # the ablation's folder: a folder per run, the summary and the figures

@@ -409,8 +409,7 @@ def markdown(info):
     if info.get('versus_tied'):
         lines += versus_lines(info, "Difference from tied (mode minus tied, {}):", VERSUS_TIED, info['versus_tied'],
                               info.get('versus_tied_welch'))
-    if info.get('runs_without_best') is not None:
-        lines += best_point_lines(info, versus, welch)
+    lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
     aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
