@@ -233,7 +233,8 @@ def pair_table():
     return ['| tied: warmup, ends\' decay, rate | tied, five seeds | untied (×300, ×10), five seeds | untied trained on | '
             'tied − untied |', '|---|---:|---:|---|---:|',
             f"| {cfg['warmup_iters']}, {cfg['ends_decay']}, ×{round(parse_row(t_row).embed_mult or 1)} | "
-            f"{cell(tied, t_row)} | {cell(untied, u_row)} | this machine, bf16 | {diff((tied, t_row), (untied, u_row))} |"]
+            f"{cell(tied, t_row)} | {cell(untied, u_row)} | this machine, bf16 | "
+            f"{diff((tied, t_row), (untied, u_row))} |"]
 
 
 def remedies_table():
