@@ -82,12 +82,11 @@ import torch
 import train
 from lib import machine, run_files
 from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
-                               parse_row, recorded_config, untie_iter)
+                               parse_row, recorded_config, recorded_eval_seed, untie_iter)
 from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
 from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
-from lab.evaluation import recorded_eval_seed
 from lab.floor import floors
 from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
 from lib.progress import GridBar, say
@@ -96,8 +95,7 @@ from lib.prepared_data import load_meta
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
-# train.py's keys, minus the two ablate.py decides per run, plus its own. log_interval=1 (train.py: 10)
-# because the table's 1 % point and the first hundred steps of the curves need every step.
+# train.py's keys, minus the two ablate.py decides per run, plus its own; log_interval=1 (train.py: 10).
 DEFAULTS = {k: v for k, v in train.DEFAULTS.items() if k not in ('tie_mode', 'init_from')}
 DEFAULTS.update(
     out_dir='out-ablation',     # the ablation's folder: a folder per run, the summary and the figures

@@ -78,6 +78,17 @@ BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, pad_vocab='auto', **LEGACY_OPTIMIZER_KEYS)
 MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
+# Which evaluation batches a run was scored on. train.estimate_loss draws them from a generator of their own, seeded
+# with --eval_seed and never the training one, the same for every --seed and tie mode (the default, 11337, is what a
+# run with the default seed always used), so that the runs of an ablation, whatever their seed, are scored on the same
+# tokens and their best points compare. Runs made before eval_seed existed drew them with seed + EVAL_SEED_OFFSET.
+EVAL_SEED_OFFSET = 10_000
+
+
+def recorded_eval_seed(saved_cfg):
+    """The eval_seed a run was made with, from its recorded config; a run older than the key used seed + offset."""
+    return saved_cfg['eval_seed'] if 'eval_seed' in saved_cfg else saved_cfg['seed'] + EVAL_SEED_OFFSET
+
 
 def untie_iter(cfg):
     """The iteration at which the tied_untie row unties, as train.py computes it."""

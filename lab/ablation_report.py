@@ -11,11 +11,11 @@ import re
 import shlex
 import statistics
 
-from lab.ablation_grid import ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, row_label, untie_iter
+from lab.ablation_grid import (ABLATE_KEYS, BOOKKEEPING_KEYS, UNTIE_ROW, fraction_text, recorded_eval_seed, row_label,
+                               untie_iter)
 from lib.atomic_files import atomic_path
 from lib.command_line import UserError
 from lab.grid_runner import LOG_FILE
-from lab.evaluation import recorded_eval_seed
 from lab.floor import floor_lines
 from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
@@ -409,8 +409,7 @@ def markdown(info):
     if info.get('versus_tied'):
         lines += versus_lines(info, "Difference from tied (mode minus tied, {}):", VERSUS_TIED, info['versus_tied'],
                               info.get('versus_tied_welch'))
-    if info.get('runs_without_best') is not None:
-        lines += best_point_lines(info, versus, welch)
+    lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
     aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}

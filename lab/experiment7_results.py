@@ -18,6 +18,7 @@ alone reaches on the same validation split (lab/floor.py) and how many tokens ea
 
 import csv
 import functools
+import glob
 import json
 import math
 import os
@@ -29,6 +30,8 @@ sys.path.insert(0, ROOT)
 
 from lab import experiment6_tables  # noqa: E402
 from lab import experiment7_tables as plan  # noqa: E402
+from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
+from lab.ablation_grid import parse_row  # noqa: E402
 from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
@@ -59,7 +62,6 @@ def summary(name):
 
 def best_of(sweep):
     """A sweep summary's best rows, (untied's, tied's) as the confirmation names them; None for a side it lacks."""
-    from lab.ablation_figure import rate_cells
     untied, tied = rate_cells(sweep)
     rows = plan.best_rows(untied, tied)
     return (rows[0] if untied else None), (rows[-1] if tied else None)
@@ -67,7 +69,6 @@ def best_of(sweep):
 
 def rate(row):
     """'untied_e10_h3' -> '×10, ×3'; 'tied_e3' -> '×3'; the default rows -> '×1'."""
-    from lab.ablation_grid import parse_row
     parsed = parse_row(row)
     rates = [parsed.embed_mult or 1.0] + ([parsed.head_mult or 1.0] if parsed.tie_mode == 'untied' else [])
     return ', '.join(f'×{r:g}' for r in rates)
@@ -90,9 +91,8 @@ def sweep_table():
 
 
 def costs():
-    """[(optimizer, size, confirmation summary, counts, {'default': (diff, low, high) or None, 'best': ...}, best rows)]
-    for every confirmation committed: tied - untied at the default rates (None where they have not run), and each at
-    the best rates of its sweep."""
+    """[(optimizer, size, confirmation summary, counts, {'default': (diff, low, high), 'best': ...}, best rows)]
+    for every confirmation committed: tied - untied at the default rates, and each at the best rates of its sweep."""
     found = []
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
@@ -100,9 +100,7 @@ def costs():
             if confirm is None or sweep is None:
                 continue
             untied_best, tied_best = best_of(sweep)
-            # a confirmation committed with its best rows only (its default rows still training) has no default cost
-            ran_defaults = {'untied', 'tied'} <= set(confirm['modes'])
-            cost = dict(default=paired((confirm, 'tied'), (confirm, 'untied')) if ran_defaults else None,
+            cost = dict(default=paired((confirm, 'tied'), (confirm, 'untied')),
                         best=paired((confirm, tied_best), (confirm, untied_best)))
             found.append((optimizer, size, confirm, plan.counts(plan.resolve(size)), cost, (untied_best, tied_best)))
     return found
@@ -118,8 +116,7 @@ def cost_table():
         # the ladder trained on a Zen 4 in bf16 autocast; a confirmation run on a CPU without native bf16 says so
         # in its summary ('trained_on', from its runs' logs), and its row says float32
         precision = ', float32' if 'in float32' in confirm.get('trained_on', '') else ''
-        defaults = ((cell(confirm, 'untied'), cell(confirm, 'tied'), diff((confirm, 'tied'), (confirm, 'untied')))
-                    if cost['default'] else ('not run',) * 3)
+        defaults = cell(confirm, 'untied'), cell(confirm, 'tied'), diff((confirm, 'tied'), (confirm, 'untied'))
         best = min(sum(seeds(confirm, row)) / len(seeds(confirm, row)) for row in (untied_best, tied_best))
         lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {RUN_TOKENS / c['tied']:.3f} | "
                      f"{c['share']:.0%} | {optimizer}{precision} | {' | '.join(defaults)} | "
@@ -206,7 +203,6 @@ def control_table():
     the blocks at other rates, the shared matrix's own rate held. Each cell the whole-split loss of seed 1337; the best
     against untied's best rows of stage 2 (five seeds, float32 on a Zen 3; these trained in bf16 on a Zen 4, where
     the precision moved untied's w160 loss by +0.000 [-0.004, +0.004] under Muon)."""
-    import glob
     lines = ['| warmup | ends\' decay | blocks\' rate | tied ×10 | tied ×30 | tied ×100 | train loss at 10 %, best cell | '
              'best cell − untied\'s five-seed mean |', '|---:|---|---:|---:|---:|---:|---:|---:|']
     untied = summary('experiment7-confirm-adamw-w160')
@@ -217,12 +213,12 @@ def control_table():
         info = summary(os.path.basename(path))
         cfg = info['config']
         # the shared matrix's rate as a multiple of 1e-3, the blocks' default, whatever the blocks' rate
-        shared = {round(cfg['learning_rate'] * (parse_mult(row) or 1) / 1e-3): row for row in info['modes']}
+        shared = {round(cfg['learning_rate'] * (parse_row(row).embed_mult or 1) / 1e-3): row for row in info['modes']}
         best = min(info['modes'], key=lambda row: seeds(info, row)[0])
         lines.append(f"| {cfg['warmup_iters']} | {cfg['ends_decay']} | {cfg['learning_rate']:g} | "
                      + ' | '.join(f"{seeds(info, shared[m])[0]:.3f}" if m in shared else '–' for m in (10, 30, 100))
                      + f" | {info['modes'][best]['train_loss_0.1']['mean']:.2f} "
-                       f"(×{round(cfg['learning_rate'] * (parse_mult(best) or 1) / 1e-3)}) | "
+                       f"(×{round(cfg['learning_rate'] * (parse_row(best).embed_mult or 1) / 1e-3)}) | "
                      + (f"{seeds(info, best)[0] - untied_mean:+.3f} |" if untied_mean else '– |'))
     return lines
 
@@ -231,21 +227,14 @@ def pair_table():
     """The control's last word: five seeds of its best tied cell against five of untied's best rows, trained on one
     machine from the same seeds (config/experiment7.sh pair), paired by seed; nothing where it has not run."""
     tied, untied = summary('experiment7-pair-adamw-w160-tied'), summary('experiment7-pair-adamw-w160-untied')
-    if tied is None:
+    if tied is None or untied is None:
         return []
-    (t_row,), cfg = tied['modes'], tied['config']
-    # until untied's own five seeds are trained here, stage 2's (the same seeds and evaluation batches, so still
-    # paired; float32 on a Zen 3 where these are bf16 on a Zen 4)
-    where = 'this machine, bf16'
-    if untied is None:
-        untied, where = summary('experiment7-confirm-adamw-w160'), 'stage 2: float32, a Zen 3'
-        u_row = 'untied_e300_h10'
-    else:
-        (u_row,) = untied['modes']
+    ((t_row,), (u_row,)), cfg = (tied['modes'], untied['modes']), tied['config']
     return ['| tied: warmup, ends\' decay, rate | tied, five seeds | untied (×300, ×10), five seeds | untied trained on | '
             'tied − untied |', '|---|---:|---:|---|---:|',
-            f"| {cfg['warmup_iters']}, {cfg['ends_decay']}, ×{round(parse_mult(t_row) or 1)} | {cell(tied, t_row)} | "
-            f"{cell(untied, u_row)} | {where} | {diff((tied, t_row), (untied, u_row))} |"]
+            f"| {cfg['warmup_iters']}, {cfg['ends_decay']}, ×{round(parse_row(t_row).embed_mult or 1)} | "
+            f"{cell(tied, t_row)} | {cell(untied, u_row)} | this machine, bf16 | "
+            f"{diff((tied, t_row), (untied, u_row))} |"]
 
 
 def remedies_table():
@@ -343,7 +332,6 @@ def horizon_table():
 def plot_horizon(path=HORIZON_FIGURE):
     """Left: each size's validation loss along one epoch, both modes (mean over seeds), beside the bigram floor.
     Right: tying's cost against tokens seen, one line per size, the paired 95 % interval shaded."""
-    from lab.ablation_figure import pyplot, save
     plt, found = pyplot(), horizon_runs()
     if plt is None or not found:
         return False
@@ -368,11 +356,6 @@ def plot_horizon(path=HORIZON_FIGURE):
     right.set_title("tying's cost along one epoch (Muon, 3 seeds, 95 % intervals)", fontsize=10)
     save(plt, fig, path)
     return True
-
-
-def parse_mult(row):
-    from lab.ablation_grid import parse_row
-    return parse_row(row).embed_mult
 
 
 def fit(points):
@@ -424,7 +407,7 @@ def line_points(found, optimizer, rates):
     """The (tied parameters, cost) points a line is fitted through, from costs(): each size's cost at the default
     rates, or at the best rates as the text accepts them."""
     return [(c['tied'], accepted(o, size, confirm, untied_best, cost) if rates == 'best' else cost[rates][0])
-            for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer and cost[rates]]
+            for o, size, confirm, c, cost, (untied_best, _) in found if o == optimizer]
 
 
 def accepted(optimizer, size, confirm, untied_best, cost):
@@ -440,7 +423,6 @@ def accepted(optimizer, size, confirm, untied_best, cost):
 def best_rates():
     """{optimizer: [(width, tied's rate, untied's table rate, untied's head rate)]} from each committed sweep,
     rates as multiples of learning_rate, smallest width first."""
-    from lab.ablation_grid import parse_row
     found = {}
     for optimizer, sizes in plan.OPTIMIZERS.items():
         for size in sizes:
@@ -458,7 +440,6 @@ def plot_costs(path=FIGURE):
     and at each one's best, per optimizer, with each best-rate line carried to GPT-2 small. Right: the sweeps'
     best rates against width, beside muP's expectation under Adam (an embedding's rate constant in width, an
     output layer's falling as 1/width). False where there is nothing to draw."""
-    from lab.ablation_figure import pyplot, save
     plt, found = pyplot(), costs()
     if plt is None or not found:
         return False
@@ -467,7 +448,7 @@ def plot_costs(path=FIGURE):
     colours = dict(zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')))
     for optimizer, colour in colours.items():
         for rates, marker in (('default', 'o'), ('best', 's')):
-            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer and cost[rates]]
+            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
             if not points:
                 continue
             xs = [n for n, _ in points]
@@ -486,7 +467,7 @@ def plot_costs(path=FIGURE):
                 ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
     ax.axhline(0, color='grey', lw=0.8)
     # the axis fits the measured intervals: a prediction interval far wider than them runs off it, its numbers beside
-    measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates] or ()]
+    measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates]]
     margin = 0.25 * (max(measured) - min(measured))
     ax.set_ylim(min(min(measured), 0) - margin, max(measured) + margin)
     ax.set_xscale('log')

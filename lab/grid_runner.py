@@ -256,21 +256,6 @@ def worker_main(conn, threads, run_fn):
         pass  # the parent is gone
 
 
-@contextlib.contextmanager
-def environment(**values):
-    """os.environ with these values inside the block: what a worker process starts with."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update({key: str(value) for key, value in values.items()})
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 class Worker:
     """The parent's side of one worker process."""
 
@@ -278,15 +263,19 @@ class Worker:
         self.conn, child = context.Pipe()
         self.pid = self.task = None
         self.progress, self.groups, self.gone = None, set(), False
-        # torch's thread pool (and inductor's compile pool) is sized from the environment at its import.
+        # torch's thread pool (and inductor's compile pool) is sized from the environment at its import: the
+        # worker starts with these two set, and this process's environment is put back as it was.
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
         masks = hasattr(signal, 'pthread_sigmask')  # POSIX
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
+        saved = dict(os.environ)
+        os.environ.update(OMP_NUM_THREADS=str(threads), TORCHINDUCTOR_COMPILE_THREADS=str(threads))
         try:
-            with environment(OMP_NUM_THREADS=threads, TORCHINDUCTOR_COMPILE_THREADS=threads):
-                self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
-                self.process.start()
+            self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
+            self.process.start()
         finally:
+            os.environ.clear()
+            os.environ.update(saved)
             if masks:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()

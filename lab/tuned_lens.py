@@ -61,11 +61,6 @@ class Translators(nn.Module):
                 layer.bias.zero_()
 
 
-def read_out(model, h):
-    """The model's own final norm and head (with its tie mode's transform) applied to a state h (B, T, C)."""
-    return model.head(model.ln_f(h))
-
-
 def train_translators(model, tokens, device, steps):
     """Translators fitted to the frozen model on windows of tokens (its training split)."""
     cfg = model.config
@@ -92,7 +87,7 @@ def train_translators(model, tokens, device, steps):
             for translator, h in zip(translators.layers, states):  # one layer's graph at a time: less memory
                 if translator in settled:
                     continue
-                lens = F.log_softmax(read_out(model, translator(h)).float().flatten(0, 1), dim=-1)
+                lens = F.log_softmax(model.head(model.ln_f(translator(h))).float().flatten(0, 1), dim=-1)
                 kl = F.kl_div(lens, final, log_target=True, reduction='sum') / len(final)
                 if step == 0 and kl.item() < SETTLED:
                     settled.add(translator)
@@ -124,8 +119,8 @@ def lens_losses(model, translators, tokens, device):
             states, logits = residual_states(model, x)
             for layer, h in enumerate(states):
                 last = layer == layers - 1
-                tuned = logits if last else read_out(model, translators.layers[layer](h))
-                logit = logits if last else read_out(model, h)
+                tuned = logits if last else model.head(model.ln_f(translators.layers[layer](h)))
+                logit = logits if last else model.head(model.ln_f(h))
                 for kind, out in (('tuned', tuned), ('logit', logit)):
                     sums[kind][layer] += F.cross_entropy(out.float().flatten(0, 1), y, reduction='sum').item()
             count += len(y)

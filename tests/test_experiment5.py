@@ -17,7 +17,7 @@ import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lab import ablation_grid, ablation_report, run_results
 from lib import run_files
-from lab.evaluation import EVAL_SEED_OFFSET, recorded_eval_seed
+from lab.ablation_grid import EVAL_SEED_OFFSET, recorded_eval_seed
 from train import estimate_loss
 from lib.prepared_data import load_splits
 from model import GPT, GPTConfig
