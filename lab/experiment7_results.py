@@ -277,6 +277,31 @@ def selection_table():
             'seeds | tied, five fresh seeds | tied − untied, fresh seeds |', '|---|---|---|---:|---:|---:|'] + lines if lines else []
 
 
+def shallow_table():
+    """Depth apart from width under AdamW (config/experiment7.sh shallow): width 160 at 4 layers, its own sweep and
+    five seeds at its best rows, between the ladder's AdamW ends, w64 at 2 layers and w160 at 20. Where the cost at
+    w160 is the depth's, the 4-layer model's lies near w64's; where it is the width's, near w160's. The untied
+    table's best rate at one width and two depths is the fixed-width reading that the sweep table cannot give."""
+    lines = []
+    for size in ('w64', 'w160_shallow', 'w160'):
+        confirm, sweep = (summary(f'experiment7-{stage}-adamw-{size}') for stage in ('confirm', 'sweep'))
+        if confirm is None or sweep is None:
+            continue
+        untied, tied = best_of(sweep)
+        cfg = plan.resolve(size)
+        c = plan.counts(cfg)
+        precision = 'float32' if 'in float32' in confirm.get('trained_on', '') else 'bf16'
+        lines.append(f"| `{size}` | {cfg['n_embd']} × {cfg['n_layer']} | {c['tied'] / 1e6:.2f} M | "
+                     f"{RUN_TOKENS / c['tied']:.3f} | {c['share']:.0%} | {precision} | {cell(confirm, untied)} "
+                     f"({rate(untied)}) | {cell(confirm, tied)} ({rate(tied)}) | "
+                     f"{diff((confirm, tied), (confirm, untied))} |")
+    if not any('w160_shallow' in line for line in lines):
+        return []
+    return ['| size | width × layers | tied parameters | tokens a parameter, tied | table share, tied | trained in | '
+            'untied, its best (table, head) | tied, its best | tied − untied, each at its best |',
+            '|---|---|---:|---:|---:|---|---:|---:|---:|'] + lines
+
+
 def write_curves(out_dir):
     """Every run's evaluations along the way (metrics.csv's rows with a validation loss) as one file,
     OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which keeps only the end."""
@@ -514,6 +539,7 @@ def main(figures=False):
                 ("### The follow-up's control of AdamW's cost at w160 (one seed, full length)", control_table()),
                 ("### The control's five paired seeds", pair_table()),
                 ("### The input side at its own rate (one seed)", remedies_table()),
+                ("### Depth apart from width: w160 at 4 layers (AdamW, five seeds)", shallow_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),
                 ('### The trend carried to GPT-2 small', prediction())]

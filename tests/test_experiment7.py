@@ -509,3 +509,31 @@ def test_the_horizon_reads_each_runs_curve_and_pairs_the_seeds_at_every_point(re
     params = tables.counts(tables.resolve(size))['untied']
     assert f'| {16 * 1024 / params:.3f} |' in rows[1]
     assert 'whole split' in rows[2] and '**+0.050 [+0.050, +0.050]** (Welch [' in rows[2]
+
+
+def test_the_shallow_control_sits_between_the_ladders_adamw_ends(results, tmp_path):
+    """Made-up summaries: w160 at 4 layers enters the table between w64 and w160 with its own sweep's best rows,
+    the cost paired by seed (exact: the same difference in every seed) with Welch's interval beside it, computed
+    here by hand (equal spreads and five seeds a side: 8 degrees of freedom); no table until it is committed."""
+    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
+
+    def commit(name, rows):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=list(range(1337, 1342)), eval_seeds=[11337],
+            modes={row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
+    for size, cost in (('w64', 0.15), ('w160', 0.40)):
+        commit(f'experiment7-sweep-adamw-{size}', dict(untied_e100_h3=[5.0], tied_e30=[5.1]))
+        commit(f'experiment7-confirm-adamw-{size}', dict(untied_e100_h3=[4.9 + e for e in shared],
+                                                         tied_e30=[4.9 + cost + e for e in shared]))
+    assert results.shallow_table() == []
+    commit('experiment7-sweep-adamw-w160_shallow', dict(untied_e300_h10=[5.0], tied_e10=[5.05], tied_e30=[5.2]))
+    commit('experiment7-confirm-adamw-w160_shallow', dict(untied_e300_h10=[4.8 + e for e in shared],
+                                                          tied_e10=[4.82 + e for e in shared]))
+    rows = results.shallow_table()[2:]
+    assert [row.split(' | ')[1] for row in rows] == ['64 × 2', '160 × 4', '160 × 20']
+    assert '(×300, ×10)' in rows[1] and '(×10)' in rows[1]
+    mean = sum(shared) / 5
+    half = 2.306 * math.sqrt(2 * sum((e - mean) ** 2 for e in shared) / 4 / 5)
+    for row, cost in ((rows[1], 0.02), (rows[2], 0.40)):
+        assert row.endswith(f'| **+{cost:.3f} [+{cost:.3f}, +{cost:.3f}]** (Welch [{cost - half:+.3f}, '
+                            f'{cost + half:+.3f}]) |'), row
