@@ -88,8 +88,8 @@ from lab.ablation_report import markdown, read_other_summary, summarize, versus_
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
 from lib.command_line import UserError, parse_modes, run_cli
 from lab.floor import floors
-from lab.grid_runner import LOG_FILE, Task, run_here, run_in_workers, usable_cores
-from lib.progress import GridBar, say
+from lab.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, usable_cores
+from lib.progress import say
 from lib.machine import pick_device, pick_dtype
 from lib.prepared_data import load_meta
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result

@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from lib.command_line import UserError
-from lib.progress import say
+from lib.progress import on_terminal, say
 
 try:
     import fcntl
@@ -29,7 +29,65 @@ except ImportError:  # not POSIX: no claims (two commands on one out_dir are the
 CLAIM_FILE = '.claim'       # in the run folder: locked (flock) by the process that trains the run, holds its pid
 LOG_FILE = 'train.log'      # in the run folder: what the run printed, appended to by every process that trains it
 RETRY_S = 1.0               # how often a run claimed by another process is tried again
+PROGRESS_LINE_EVERY_S = 60  # not on a terminal: how often GridBar writes a line on the grid's progress
 PROGRESS_EVERY_S = 0.2      # a worker reports its iterations at most this often
+
+
+def duration(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class GridBar:
+    """ablate.py's progress over a grid: runs done of all, iterations done of all, elapsed and time left. On a
+    terminal one bar (tqdm's estimate from the rate of all runs together), which lines printed through it leave
+    whole; elsewhere the lines alone, and every PROGRESS_LINE_EVERY_S one on the grid's progress."""
+
+    def __init__(self, runs_total, runs_done, iters_total, iters_done, enabled):
+        from tqdm import tqdm
+        self.tqdm = tqdm
+        self.lines = enabled and not on_terminal()
+        self.bar = tqdm(total=iters_total, initial=iters_done, disable=not enabled or self.lines, dynamic_ncols=True,
+                        unit='it', smoothing=0.05, desc=f"runs {runs_done}/{runs_total}")
+        self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
+        self.iters_total, self.iters_done, self.iters_at_start = iters_total, iters_done, iters_done
+        self.started = self.last_line = time.monotonic()
+        self.describe()
+
+    def describe(self, running=None):
+        self.running = self.running if running is None else running
+        more = f", {self.running} running" if self.running else ""
+        self.bar.set_description(f"runs {self.runs_done}/{self.runs_total}{more}", refresh=False)
+        self.bar.refresh()
+
+    def update(self, n=1):
+        self.bar.update(n)
+        self.iters_done += n
+        if self.lines and time.monotonic() - self.last_line >= PROGRESS_LINE_EVERY_S:
+            self.progress_line()
+
+    def progress_line(self):
+        """runs and iterations done, elapsed and (from the rate of this command's iterations) time left."""
+        self.last_line = now = time.monotonic()
+        rate = (self.iters_done - self.iters_at_start) / max(now - self.started, 1e-9)
+        left = f", about {duration((self.iters_total - self.iters_done) / rate)} left" if rate > 0 else ""
+        running = f", {self.running} running" if self.running else ""
+        self.write(f"grid: {self.runs_done}/{self.runs_total} runs done{running}, {self.iters_done:,}/"
+                   f"{self.iters_total:,} iterations ({100 * self.iters_done / max(1, self.iters_total):.0f} %), "
+                   f"{duration(now - self.started)} elapsed{left}")
+
+    def run_ended(self):
+        self.runs_done += 1
+        self.describe()
+
+    def write(self, line):
+        if self.lines:
+            print(line, flush=True)
+        else:
+            self.tqdm.write(line)
+
+    def close(self):
+        self.bar.close()
 
 
 @dataclass

@@ -7,14 +7,16 @@ import math
 import os
 import statistics
 
+import torch
+
 from lib import run_files
 from lab.ablation_grid import model_config
 from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
 from lib.machine import pick_device
-from lib.prepared_data import load_splits, whole_split_windows
-from lib.probes import linear_cka, random_cka_floor
+from lab.tuned_lens import whole_split_windows
+from lib.prepared_data import load_splits
 
 
 # The table's "loss after f of the budget" is the mean training step loss over the logged iterations
@@ -33,6 +35,27 @@ def read_result(path):
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path} is unreadable ({e}); delete its folder to train that run again") from None
     return result
+
+
+def linear_cka(X, Y):
+    """Linear CKA (Kornblith et al. 2019, arXiv 1905.00414) between two matrices whose rows are the same
+    tokens: with each column centred, |X^T Y|_F^2 / (|X^T X|_F |Y^T Y|_F). It is blind to any rotation
+    (orthogonal map) or rescaling of either hidden space, so it compares what two matrices say about
+    the tokens, not the coordinates two independently trained models happen to use. 1 for the same
+    geometry; two independent random matrices give the floor that random_cka_floor measures."""
+    X = X.double() - X.double().mean(0)
+    Y = Y.double() - Y.double().mean(0)
+    return ((X.t() @ Y).norm() ** 2 / ((X.t() @ X).norm() * (Y.t() @ Y).norm())).item()
+
+
+def random_cka_floor(n, d, draws=4, seed=0):
+    """Mean linear CKA of two independent N(0, 1) n x d matrices: what 'no relation at all' scores at this
+    shape. It is far from 0 where n is not much larger than d (with n <= d it is near 1: any two sets
+    of n points in general position in d >= n dimensions have almost the same centred Gram matrix)."""
+    generator = torch.Generator().manual_seed(seed)
+    values = [linear_cka(torch.randn(n, d, generator=generator), torch.randn(n, d, generator=generator))
+              for _ in range(draws)]
+    return sum(values) / len(values)
 
 
 def read_metrics(run_dir):

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.prepared_data import get_batch, whole_split_windows
+from lib.prepared_data import get_batch
 
 LENS_STEPS = 300           # translator training steps (Adam, rate decayed linearly to 0)
 LENS_BATCH = 4             # training windows of the model's block_size per step
@@ -33,6 +33,17 @@ LENS_SEED = 0              # the training windows: the same for every run, whate
 SETTLED = 1e-6             # nats of KL below which a layer already reads as the final one
 LENS_MAX_TARGETS = 1 << 18  # the validation split scored, up to this many targets (as the frequency buckets)
 EVAL_BATCH = 32            # windows per forward pass when scoring
+
+
+def whole_split_windows(tokens, block_size, max_targets):
+    """Every target of tokens[1:n + 1] (n = min(len(tokens) - 1, max_targets)) predicted once: [(x, y), ...] of
+    non-overlapping windows of block_size, the (N, T) full ones and, if some are left, one (1, T') shorter one."""
+    n = min(len(tokens) - 1, max_targets)
+    full = n // block_size
+    pieces = [(tokens[:full * block_size].view(full, block_size), tokens[1:full * block_size + 1].view(full, block_size))]
+    if n > full * block_size:
+        pieces.append((tokens[full * block_size:n].view(1, -1), tokens[full * block_size + 1:n + 1].view(1, -1)))
+    return pieces
 
 
 def residual_states(model, idx):

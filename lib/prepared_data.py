@@ -224,14 +224,3 @@ def get_batch(tokens, batch_size, block_size, generator):
     offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
     window = tokens[offsets]                                                               # (B, T+1)
     return window[:, :-1], window[:, 1:], starts
-
-
-def whole_split_windows(tokens, block_size, max_targets):
-    """Every target of tokens[1:n + 1] (n = min(len(tokens) - 1, max_targets)) predicted once: [(x, y), ...] of
-    non-overlapping windows of block_size, the (N, T) full ones and, if some are left, one (1, T') shorter one."""
-    n = min(len(tokens) - 1, max_targets)
-    full = n // block_size
-    pieces = [(tokens[:full * block_size].view(full, block_size), tokens[1:full * block_size + 1].view(full, block_size))]
-    if n > full * block_size:
-        pieces.append((tokens[full * block_size:n].view(1, -1), tokens[full * block_size + 1:n + 1].view(1, -1)))
-    return pieces

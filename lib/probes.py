@@ -146,24 +146,3 @@ class Instruments:
         """After the optimizer's step: pit's retraction; (grad_in, grad_out) of a probed step, else None."""
         self.model.after_optimizer_step()
         return self.grad_sources.norms() if self.probed else None
-
-
-def linear_cka(X, Y):
-    """Linear CKA (Kornblith et al. 2019, arXiv 1905.00414) between two matrices whose rows are the same
-    tokens: with each column centred, |X^T Y|_F^2 / (|X^T X|_F |Y^T Y|_F). It is blind to any rotation
-    (orthogonal map) or rescaling of either hidden space, so it compares what two matrices say about
-    the tokens, not the coordinates two independently trained models happen to use. 1 for the same
-    geometry; two independent random matrices give the floor that random_cka_floor measures."""
-    X = X.double() - X.double().mean(0)
-    Y = Y.double() - Y.double().mean(0)
-    return ((X.t() @ Y).norm() ** 2 / ((X.t() @ X).norm() * (Y.t() @ Y).norm())).item()
-
-
-def random_cka_floor(n, d, draws=4, seed=0):
-    """Mean linear CKA of two independent N(0, 1) n x d matrices: what 'no relation at all' scores at this
-    shape. It is far from 0 where n is not much larger than d (with n <= d it is near 1: any two sets
-    of n points in general position in d >= n dimensions have almost the same centred Gram matrix)."""
-    generator = torch.Generator().manual_seed(seed)
-    values = [linear_cka(torch.randn(n, d, generator=generator), torch.randn(n, d, generator=generator))
-              for _ in range(draws)]
-    return sum(values) / len(values)

@@ -614,7 +614,7 @@ def test_validation_loss_by_training_frequency(every_mode, tiny_data):
 
 
 def test_the_summary_aligns_every_tied_run_with_its_seeds_untied_run_by_cka(every_mode):
-    from lib.probes import linear_cka, random_cka_floor
+    from lab.run_results import linear_cka, random_cka_floor
     out_dir, _ = every_mode
     summary = json.load(open(os.path.join(out_dir, 'summary.json')))
     assert summary['modes']['untied']['cka_emb']['mean'] is None  # untied is what the others are measured against
@@ -633,7 +633,7 @@ def test_the_summary_aligns_every_tied_run_with_its_seeds_untied_run_by_cka(ever
 
 
 def test_linear_cka_ignores_rotation_and_scale_and_its_floor_depends_on_the_shape():
-    from lib.probes import linear_cka, random_cka_floor
+    from lab.run_results import linear_cka, random_cka_floor
     torch.manual_seed(0)
     X = torch.randn(300, 16)
     Q, _ = torch.linalg.qr(torch.randn(16, 16))

@@ -12,6 +12,7 @@ import termios
 
 import ablate
 from conftest import ENV, REPO_ROOT, tiny_train_args
+from lab import grid_runner
 from lib import progress
 
 
@@ -57,7 +58,7 @@ def test_train_on_a_terminal_draws_the_bar_instead(tiny_data, tmp_path):
 
 def test_ablate_without_a_terminal_writes_a_line_per_run_and_on_the_grids_progress(tiny_data, tmp_path, capsys,
                                                                                    monkeypatch):
-    monkeypatch.setattr(progress, 'PROGRESS_LINE_EVERY_S', 0)  # every update: the line shows in a short grid
+    monkeypatch.setattr(grid_runner, 'PROGRESS_LINE_EVERY_S', 0)  # every update: the line shows in a short grid
     cfg = ablate.parse_args(tiny_train_args(tiny_data, str(tmp_path / 'grid'), max_iters=10, eval_interval=10,
                                             progress=True) + ['--modes=untied,tied', '--jobs=1'])
     ablate.run_all(cfg, ablate.plan_runs(cfg))
