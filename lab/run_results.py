@@ -37,6 +37,18 @@ def read_result(path):
     return result
 
 
+def load_best(path):
+    """The model of a best.pt (on the CPU), and the file's contents; a damaged file is a UserError."""
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+        for key, value in run_files.LEGACY_MODEL_ARGS.items():
+            saved['model_args'].setdefault(key, value)
+    except Exception as e:
+        raise UserError(f"{path} is unreadable, truncated or corrupted ({type(e).__name__}); delete it, or train "
+                        f"the run again to have the best point") from None
+    return run_files.model_from_checkpoint(saved, path), saved
+
+
 def linear_cka(X, Y):
     """Linear CKA (Kornblith et al. 2019, arXiv 1905.00414) between two matrices whose rows are the same
     tokens: with each column centred, |X^T Y|_F^2 / (|X^T X|_F |Y^T Y|_F). It is blind to any rotation
@@ -274,7 +286,7 @@ def bucket_numbers(run_dir, data, cfg, best=False):
     cached = read_cache(path, made_from, 'loss_sums', 'tokens')
     if cached is None:
         if best:
-            model, kept = run_files.load_best(ckpt_path)
+            model, kept = load_best(ckpt_path)
             # the best point is the last: its numbers are the checkpoint's, not scored twice
             cached = same_weights_as_checkpoint(run_dir, kept, made_from)
         else:

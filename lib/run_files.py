@@ -49,20 +49,8 @@ def load_checkpoint(path, device):
 
 
 # Beside ckpt.pt: the weights of the evaluation with the lowest validation loss, without the optimizer
-# (a third of the size). model_from_checkpoint builds its model like a checkpoint's.
+# (a third of the size); lab/run_results.load_best reads it back.
 BEST_FILE = 'best.pt'
-
-
-def load_best(path):
-    """The model of a best.pt (on the CPU), and the file's contents; a damaged file is a UserError."""
-    try:
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-        for key, value in LEGACY_MODEL_ARGS.items():
-            saved['model_args'].setdefault(key, value)
-    except Exception as e:
-        raise UserError(f"{path} is unreadable, truncated or corrupted ({type(e).__name__}); delete it, or train "
-                        f"the run again to have the best point") from None
-    return model_from_checkpoint(saved, path), saved
 
 
 def model_from_checkpoint(ckpt, path):

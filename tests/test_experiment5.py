@@ -16,6 +16,7 @@ import ablate
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lab import ablation_grid, ablation_report, run_results
+from lab.run_results import load_best
 from lib import run_files
 from lab.ablation_grid import EVAL_SEED_OFFSET, recorded_eval_seed
 from train import estimate_loss
@@ -73,7 +74,7 @@ def test_best_pt_holds_the_weights_of_the_lowest_validation_loss(tiny_data, tmp_
     best_row = min(evals, key=lambda r: float(r['val_loss']))
     assert int(best_row['iter']) <= 40 and float(evals[-1]['val_loss']) > float(best_row['val_loss'])
     assert open(best_path, 'rb').read() == before
-    model, saved = run_files.load_best(best_path)
+    model, saved = load_best(best_path)
     assert saved['iter_num'] == int(best_row['iter'])
     assert saved['val_loss'] == pytest.approx(summary['best_val_loss'])
     splits, _ = load_splits(cfg)
@@ -128,7 +129,7 @@ def test_the_grid_scores_best_pt_on_the_whole_split_and_compares_it(grid, tiny_d
     for mode in ('untied', 'tied', 'tied_igs4'):
         for k, seed in enumerate((1337, 1338)):
             run_dir = os.path.join(out_dir, f'{mode}-seed{seed}')
-            model, _ = run_files.load_best(os.path.join(run_dir, run_files.BEST_FILE))
+            model, _ = load_best(os.path.join(run_dir, run_files.BEST_FILE))
             val, bucket, _ = run_results.BucketData(dict(dataset='tiny', data_dir=tiny_data, device='cpu')).get()
             sums, counts = run_results.loss_by_frequency(model, val, bucket, model.config.block_size, 'cpu')
             assert info['modes'][mode]['best_val_loss_all']['per_seed'][k] == pytest.approx(sum(sums) / sum(counts))

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from lab.run_results import load_best
 from lib import prepared_data, run_files
 import prepare
 import train
@@ -471,7 +472,7 @@ def kill_chain(start_run, kills, data_dir, out_dir, seed, inside_saves=0):
         assert set(left) <= {f'.ckpt.pt.tmp-{pid}', f'.best.pt.tmp-{pid}', f'.metrics.csv.tmp-{pid}'}, left
         ckpt = load_and_build(ckpt_path)
         if os.path.exists(os.path.join(out_dir, run_files.BEST_FILE)):  # best.pt is replaced whole too
-            run_files.load_best(os.path.join(out_dir, run_files.BEST_FILE))
+            load_best(os.path.join(out_dir, run_files.BEST_FILE))
         assert ckpt['iter_num'] >= last_iter  # a resume never goes back
         last_iter = ckpt['iter_num']
         mid_save.append(f'.ckpt.pt.tmp-{pid}' in left)
