@@ -86,7 +86,7 @@ time)  # the first runs anywhere, to size the grid: the tables script then print
         python ablate.py "config/ladder_$size.py" --optimizer=muon $(python $tables flags time) \
             --out_dir="out-exp7-time-$size"
     done
-    python $tables --timed ;;
+    python $tables ;;
 sweep)
     for size in "${@:-${sizes[@]}}"; do
         for optimizer in $(optimizers "$size"); do sweep "$size" "$optimizer"; done

@@ -1,8 +1,8 @@
 """Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
 
-    python lab/experiment7_tables.py                 # the ladder, claim 19's models, the estimated time per stage
-    python lab/experiment7_tables.py --timed         # the time per stage from `bash config/experiment7.sh time`'s runs
-                                                     # (Zen 4): their own speed, and their commands' wall clock
+    python lab/experiment7_tables.py                 # the ladder, claim 19's models, and the time per stage from
+                                                     # `bash config/experiment7.sh time`'s runs (Zen 4): their own
+                                                     # speed, and their commands' wall clock
     python lab/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
     python lab/experiment7_tables.py flags half|time|horizon  # ablate.py flags: the sweeps' half length, the time
                                                      # stage's, the horizon stage's one epoch
@@ -11,7 +11,7 @@
     python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
                                                      # gone); an error while a best lies on its edge
 
-config/experiment7.sh runs all but the first two. Parameters are counted on models built on torch's meta device (no
+config/experiment7.sh runs all but the first. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
 """
 
@@ -50,15 +50,7 @@ EPOCH_ITERS = CORPUS['train_tokens'] // (16 * 64)
 HORIZON_FLAGS = (f'--max_iters={EPOCH_ITERS}', f'--warmup_iters={EPOCH_ITERS // 8}',
                  f'--eval_interval={EPOCH_ITERS // 8}', '--eval_iters=50')
 
-# The speed this estimate starts from (docs/experiment6.md, its wall time on the Zen 5): experiment 6's full-length
-# run, experiment 5's BPE recipe (config/recipe_bpe.py) on tiny shakespeare's 11,706 ids and 33,803 validation tokens
-# under AdamW, took about 80 s of grid on a native-bf16 Zen 5, two runs side by side. A Zen 3 (AVX2 only, float32) is
-# taken to be 1.5-2 times slower a step: 1.36x for bench.py's step on a Zen 4 capped at AVX2 against itself, 1.51x for
-# the quick start on the Zen 3 against a native-bf16 Zen 4 (docs/performance.md); on this recipe the Zen 4 and the
-# Zen 5 are close (experiment 5's BPE grid: 95 s a run on a Zen 4, the test suite beside it for a third of the time).
-# Estimates all: `bash config/experiment7.sh time`, then this script with --timed, replaces them with a measurement.
-REFERENCE = dict(config='recipe_bpe.py', vocab_size=11_706, val_tokens=33_803, seconds=80)
-SLOWER = (1.0, 1.5, 2.0)
+TUTORIAL_VOCAB = 11_706  # experiment 5's BPE on tiny shakespeare: claim 19's table shows its shape on both corpora
 BUDGET_HOURS = 6
 NS_STEPS = 5  # torch.optim.Muon's Newton-Schulz iterations a step
 
@@ -113,14 +105,14 @@ def counts(cfg, vocab_size=CORPUS['vocab_size']):
     return _COUNTED[key]
 
 
-def run_flops(cfg, shape, val_tokens=CORPUS['val_tokens'], scorings=1):
+def run_flops(cfg, shape):
     """One run's arithmetic: its training steps, its evaluations (eval_iters batches of each split; a forward pass
     is a third of a training token's), the whole-split scoring of ckpt.pt, and Muon's steps. best.pt is scored
     only where its weights differ from ckpt.pt's (lab/run_results.py), and is taken not to: in these short runs
-    the last evaluation is the best. Experiment 6's runs, the reference speed's, scored both (scorings=2)."""
+    the last evaluation is the best."""
     tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     evals = cfg['max_iters'] // cfg['eval_interval'] + 1 + (cfg['max_iters'] % cfg['eval_interval'] > 0)
-    forward = evals * 2 * cfg['eval_iters'] * cfg['batch_size'] * cfg['block_size'] + scorings * (val_tokens - 1)
+    forward = evals * 2 * cfg['eval_iters'] * cfg['batch_size'] * cfg['block_size'] + CORPUS['val_tokens'] - 1
     muon = shape['muon_step'] * cfg['max_iters'] if cfg['optimizer'] == 'muon' else 0
     return shape['flops'] * (cfg['max_iters'] * tokens + forward / 3) + muon
 
@@ -150,13 +142,6 @@ def plan(max_iters=None):
         items += [('depth', f'{size}_deep', ['--optimizer=muon', *half], len(grid_rows('muon', tied_only=True))),
                   ('depth', f'{size}_deep', ['--optimizer=muon', *length], SEEDS)]
     return items
-
-
-def reference_rate():
-    """FLOPs a second of grid (two runs side by side) on the reference machine."""
-    cfg = resolve(REFERENCE['config'])
-    shape = counts(cfg, REFERENCE['vocab_size'])
-    return run_flops(cfg, shape, REFERENCE['val_tokens'], scorings=2) / REFERENCE['seconds']
 
 
 # What each command of the time stage took on a Zen 4 (`cpu family 25`, avx512_bf16), from its closing line
@@ -251,7 +236,7 @@ def depth_table():
     cases = [(f'`{size}`', resolve(size), CORPUS['vocab_size'], f'`config/ladder_{size}_deep.py`' if size in DEEP else '')
              for size in SIZES]
     cases += [(f"experiment 5's shape, {vocab:,} ids", resolve('recipe_bpe.py'), vocab, '')
-              for vocab in (REFERENCE['vocab_size'], CORPUS['vocab_size'])]
+              for vocab in (TUTORIAL_VOCAB, CORPUS['vocab_size'])]
     for name, cfg, vocab, trained in cases:
         layers, _, untied = depth_match(cfg, vocab)
         deep = [(n, counts(dict(cfg, n_layer=n), vocab)) for n in (layers, layers + 1)]
@@ -261,13 +246,8 @@ def depth_table():
     return lines
 
 
-def time_table(timed=False):
-    if timed:
-        columns, rate_list = ["the runs' tokens a second", "the commands' wall clock"], [timed_rates(), wall_rates()]
-    else:
-        base = reference_rate()
-        columns = [f'{s:g}× slower (Zen 3)' if s > 1 else "experiment 6's speed (Zen 5)" for s in SLOWER]
-        rate_list = [base / s for s in SLOWER]
+def time_table():
+    columns, rate_list = ["the runs' tokens a second", "the commands' wall clock"], [timed_rates(), wall_rates()]
     runs = {}
     for stage, *_, count in plan():
         runs[stage] = runs.get(stage, 0) + count
@@ -375,9 +355,9 @@ def main(argv):
                              f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                              f"sweep stage again")
         print(','.join(best_rows(untied, tied)))
-    elif command in ('', '--timed'):
+    elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
-              *depth_table(), '', '### Grid time per stage', '', *time_table(timed=command == '--timed'), sep='\n')
+              *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')
     else:
         raise SystemExit(__doc__)
 
