@@ -3,7 +3,7 @@
 training loss (as float.hex), metrics.csv row (without its times) and final weights (sha256) are recorded, so that
 a rewrite of train.py or model.py can be shown to compute the same thing bit for bit, on the same CPU and torch:
 
-    python prepare.py --input=tinyshakespeare.txt --out_dir=DATA_DIR
+    python prepare.py --input=tinyshakespeare.txt --out_dir=DATA_DIR/shakespeare_char   # the runs read it there
     python lab/reference_runs.py DATA_DIR OUT.json [REPO]      # REPO: another checkout to run (default: this one)
     python -c "import json; a, b = (json.load(open(f)) for f in ('A.json', 'B.json')); print([k for k in a if a[k] != b[k]])"
 
