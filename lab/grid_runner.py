@@ -326,14 +326,18 @@ class Worker:
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
         masks = hasattr(signal, 'pthread_sigmask')  # POSIX
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
-        saved = dict(os.environ)
-        os.environ.update(OMP_NUM_THREADS=str(threads), TORCHINDUCTOR_COMPILE_THREADS=str(threads))
+        sized = ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS')
+        saved = {key: os.environ.get(key) for key in sized}
+        os.environ.update({key: str(threads) for key in sized})
         try:
             self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
             self.process.start()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        finally:  # only the two keys: clearing the whole environment would empty it for other threads meanwhile
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
             if masks:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()

@@ -225,3 +225,28 @@ def test_jobs_default_is_one_run_per_core_with_one_thread_each():
     assert ablate.jobs_and_threads(dict(cfg, jobs=1), 'cpu') == (1, cores)
     with pytest.raises(ablate.UserError, match='--jobs must be 0'):
         ablate.parse_args(['--jobs=-1'])
+
+
+def test_a_worker_starts_with_its_thread_counts_and_leaves_the_parents_environment_as_it_was(monkeypatch):
+    """torch sizes its pools from the environment at import, so a worker must start with OMP_NUM_THREADS and
+    TORCHINDUCTOR_COMPILE_THREADS set to its threads; the parent's own values (one set, one unset) come back after."""
+    from lab import grid_runner
+    monkeypatch.setenv('OMP_NUM_THREADS', '7')
+    monkeypatch.delenv('TORCHINDUCTOR_COMPILE_THREADS', raising=False)
+    seen = {}
+
+    class End:
+        def close(self):
+            pass
+
+    class Process:
+        def __init__(self, target, args, daemon):
+            pass
+
+        def start(self):
+            seen.update({key: os.environ.get(key) for key in ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS')})
+
+    context = type('Context', (), dict(Pipe=staticmethod(lambda: (End(), End())), Process=Process))
+    grid_runner.Worker(context, 3, run_fn=None)
+    assert seen == {'OMP_NUM_THREADS': '3', 'TORCHINDUCTOR_COMPILE_THREADS': '3'}
+    assert os.environ['OMP_NUM_THREADS'] == '7' and 'TORCHINDUCTOR_COMPILE_THREADS' not in os.environ
