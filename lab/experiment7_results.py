@@ -33,6 +33,7 @@ from lab import experiment7_tables as plan  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
 from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
+from lib.atomic_files import atomic_write_bytes  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
 KEY = 'val_loss_all'
@@ -58,6 +59,12 @@ def summary(name):
         return None
     with open(path, encoding='utf-8') as f:
         return json.load(f)
+
+
+def trained_in(info):
+    """'float32' or 'bf16': the ladder trained on a Zen 4 in bf16 autocast; a summary whose runs trained on a CPU
+    without native bf16 says so ('trained_on', from its runs' logs)."""
+    return 'float32' if 'in float32' in info.get('trained_on', '') else 'bf16'
 
 
 def best_of(sweep):
@@ -113,9 +120,7 @@ def cost_table():
              'each at its best | best model − bigram floor (whole split; one run\'s windows) |',
              '|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|']
     for optimizer, size, confirm, c, cost, (untied_best, tied_best) in costs():
-        # the ladder trained on a Zen 4 in bf16 autocast; a confirmation run on a CPU without native bf16 says so
-        # in its summary ('trained_on', from its runs' logs), and its row says float32
-        precision = ', float32' if 'in float32' in confirm.get('trained_on', '') else ''
+        precision = ', float32' if trained_in(confirm) == 'float32' else ''  # bf16, the ladder's, goes unsaid
         defaults = cell(confirm, 'untied'), cell(confirm, 'tied'), diff((confirm, 'tied'), (confirm, 'untied'))
         best = min(sum(seeds(confirm, row)) / len(seeds(confirm, row)) for row in (untied_best, tied_best))
         lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {RUN_TOKENS / c['tied']:.3f} | "
@@ -233,7 +238,7 @@ def pair_table():
     return ['| tied: warmup, ends\' decay, rate | tied, five seeds | untied (×300, ×10), five seeds | untied trained on | '
             'tied − untied |', '|---|---:|---:|---|---:|',
             f"| {cfg['warmup_iters']}, {cfg['ends_decay']}, ×{round(parse_row(t_row).embed_mult or 1)} | "
-            f"{cell(tied, t_row)} | {cell(untied, u_row)} | this machine, bf16 | "
+            f"{cell(tied, t_row)} | {cell(untied, u_row)} | this machine, {trained_in(untied)} | "
             f"{diff((tied, t_row), (untied, u_row))} |"]
 
 
@@ -290,9 +295,8 @@ def shallow_table():
         untied, tied = best_of(sweep)
         cfg = plan.resolve(size)
         c = plan.counts(cfg)
-        precision = 'float32' if 'in float32' in confirm.get('trained_on', '') else 'bf16'
         lines.append(f"| `{size}` | {cfg['n_embd']} × {cfg['n_layer']} | {c['tied'] / 1e6:.2f} M | "
-                     f"{RUN_TOKENS / c['tied']:.3f} | {c['share']:.0%} | {precision} | {cell(confirm, untied)} "
+                     f"{RUN_TOKENS / c['tied']:.3f} | {c['share']:.0%} | {trained_in(confirm)} | {cell(confirm, untied)} "
                      f"({rate(untied)}) | {cell(confirm, tied)} ({rate(tied)}) | "
                      f"{diff((confirm, tied), (confirm, untied))} |")
     if not any('w160_shallow' in line for line in lines):
@@ -312,7 +316,6 @@ def write_curves(out_dir):
             mode, seed = name.rsplit('-seed', 1)
             with open(path, encoding='utf-8') as f:
                 rows += [(mode, seed, r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
-    from lib.atomic_files import atomic_write_bytes  # an interrupted write leaves the old file whole
     atomic_write_bytes(os.path.join(out_dir, 'curves.csv'),
                        ('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows)).encode())
 
