@@ -103,19 +103,20 @@ def test_every_name_lib_defines_is_used_by_the_main_job():
     # The same rule a name at a time: a function, class or constant that lib/ defines and only ablate.py, lab/ or
     # the tests use belongs in lab/ (a name found only in its own module's definition counts as unused).
     ours = our_modules()
-    main_job = {name: open(ours[name], encoding='utf-8').read() for name in ('model', *MAIN_JOB)}
+    main_job = [open(ours[name], encoding='utf-8').read() for name in ('model', *MAIN_JOB)]
     lib = {name: open(path, encoding='utf-8').read() for name, path in ours.items() if name.startswith('lib.')}
     lab_only = []
     for module, text in lib.items():
+        elsewhere = main_job + [other for name, other in lib.items() if name != module]
         for node in ast.parse(text).body:
             names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
                      [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
             for name in names:
                 pattern = re.compile(rf'\b{name}\b')
-                elsewhere = [other for other in (*main_job.values(), *(t for m, t in lib.items() if m != module))]
                 if not any(pattern.search(t) for t in elsewhere) and len(pattern.findall(text)) < 2:
                     lab_only.append(f'{module}.{name}')
     assert lab_only == []
+
 
 def find_circle(graph):
     """A list of modules that import each other in a ring, closed (['a', 'b', 'a']), or None."""

@@ -13,7 +13,6 @@ import termios
 import ablate
 from conftest import ENV, REPO_ROOT, tiny_train_args
 from lab import grid_runner
-from lib import progress
 
 
 def test_train_to_a_file_writes_a_line_per_logged_iteration_and_no_carriage_return(tiny_data, tmp_path):
