@@ -24,16 +24,16 @@ def summary(name):
         return json.load(f)
 
 
-def seeds(source, row, key):
+def seeds(source, row, key='val_loss_all'):
     return [v for v in source['modes'][row][key]['per_seed'] if v is not None]
 
 
-def cell(source, row, key):
+def cell(source, row, key='val_loss_all'):
     mean, std = mean_std(seeds(source, row, key))
     return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
-def paired(a, b, key):
+def paired(a, b, key='val_loss_all'):
     """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
     seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
     (source_a, row_a), (source_b, row_b) = a, b
@@ -42,7 +42,7 @@ def paired(a, b, key):
     return welch_interval(seeds(*a, key), seeds(*b, key))
 
 
-def diff(a, b, key):
+def diff(a, b, key='val_loss_all'):
     """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
     which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
     welch = welch_interval(seeds(*a, key), seeds(*b, key)) if runs_pair(a[0], b[0]) else None
@@ -134,8 +134,8 @@ def split_table(sources):
     split, fused = sources['muon, q/k/v apart'], sources['muon']
     lines = ['| setting | row | q/k/v apart | as one matrix | apart − as one |', '|---|---|---:|---:|---:|']
     for setting, row in split.items():
-        lines.append(f"| {setting} | `{row[1]}` | {cell(*row, 'val_loss_all')} | {cell(*fused[setting], 'val_loss_all')} | "
-                     f"{diff(row, fused[setting], 'val_loss_all')} |")
+        lines.append(f"| {setting} | `{row[1]}` | {cell(*row)} | {cell(*fused[setting])} | "
+                     f"{diff(row, fused[setting])} |")
     print('### Muon: q, k, v apart against as one matrix (whole split, end)', '', *lines, '', sep='\n')
 
 
@@ -171,9 +171,8 @@ def decay_tables(confirmed):
              + ' | '.join(label for label, _, _ in DECAY_COMPARISONS) + ' |', '|---|---|' + '---:|' * 5]
     for optimizer, forms in sources.items():
         for form, rows in forms.items():
-            lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'], 'val_loss_all')} | "
-                         f"{cell(*rows['untied_best'], 'val_loss_all')} | "
-                         + ' | '.join(diff(rows[a], rows[b], 'val_loss_all') for _, a, b in DECAY_COMPARISONS) + ' |')
+            lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'])} | {cell(*rows['untied_best'])} | "
+                         + ' | '.join(diff(rows[a], rows[b]) for _, a, b in DECAY_COMPARISONS) + ' |')
     print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '', sep='\n')
     # the decay's own share: the same rate, with the ends' decay per step held at x1's (or none), minus coupled
     lines = ['| optimizer | ends\' decay | tied: this − coupled | untied: this − coupled |', '|---|---|---:|---:|']
@@ -181,7 +180,7 @@ def decay_tables(confirmed):
         for form, rows in forms.items():
             if form != 'coupled':
                 lines.append(f"| {optimizer} | {form} | " + ' | '.join(
-                    diff(rows[key], forms['coupled'][key], 'val_loss_all') for key in ('tied_best', 'untied_best')) + ' |')
+                    diff(rows[key], forms['coupled'][key]) for key in ('tied_best', 'untied_best')) + ' |')
     print('### What the decay that came with the rate bought (whole split, end)', '', *lines, '', sep='\n')
 
 
@@ -190,13 +189,13 @@ def confirm_tables(sources):
     lines = ['| optimizer | setting | row | whole split, end | whole split, best point |', '|---|---|---|---:|---:|']
     for optimizer, rows in sources.items():
         for setting, (source, row) in rows.items():
-            lines.append(f"| {optimizer} | {setting} | `{row}` | {cell(source, row, 'val_loss_all')} | "
+            lines.append(f"| {optimizer} | {setting} | `{row}` | {cell(source, row)} | "
                          f"{cell(source, row, 'best_val_loss_all')} |")
     print('### Five seeds, full length', '', *lines, '', sep='\n')
     lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
     for label, a, b in COMPARISONS:
         for optimizer, rows in sources.items():
-            lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b], 'val_loss_all')} | "
+            lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b])} | "
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
     print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
     lines = []

@@ -17,7 +17,6 @@ alone reaches on the same validation split (lab/floor.py) and how many tokens ea
 """
 
 import csv
-import functools
 import glob
 import json
 import math
@@ -28,19 +27,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, 'docs')
 sys.path.insert(0, ROOT)
 
-from lab import experiment6_tables  # noqa: E402
 from lab import experiment7_tables as plan  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
 from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
+# a row's per-seed losses, their 'mean ± std', and (a, b) as (diff, low, high) and as text, as experiment 6 reads them
+from lab.experiment6_tables import cell, diff, paired, seeds  # noqa: E402
 from lib.atomic_files import atomic_write_bytes  # noqa: E402
 
 RESULTS = os.path.join(DOCS, 'results')
-KEY = 'val_loss_all'
-seeds = functools.partial(experiment6_tables.seeds, key=KEY)  # a row's per-seed losses, as experiment 6 reads them
-cell = functools.partial(experiment6_tables.cell, key=KEY)    # and its 'mean ± std'
-paired = functools.partial(experiment6_tables.paired, key=KEY)  # (a, b): (diff, low, high), by seed where they pair
-diff = functools.partial(experiment6_tables.diff, key=KEY)      # the same as text, with Welch's interval beside it
 # The floor under every run of the ladder: the works' validation split, and one run's 200 x 16 windows of 65 tokens
 # (python lab/floor.py; every size reads the same windows, so one floor serves the ladder).
 FLOOR = dict(bigram_whole=4.747, bigram_run=5.073, unigram_whole=6.388)
