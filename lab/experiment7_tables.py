@@ -150,20 +150,12 @@ def plan(max_iters=None):
 TIME_STAGE_WALL = dict(w64=69, w96=78, w128=98, w160=167)
 
 
-def wall_rates():
-    """{size: FLOPs a second of grid} from TIME_STAGE_WALL: the time stage's two runs' arithmetic over its wall."""
-    rates = {}
+def measured_rates():
+    """{column: {size: FLOPs a second of grid}} from the time stage's runs, two side by side: their own training tokens
+    a second (out-exp7-time-SIZE/summary.json, else its copy in docs/results/), and TIME_STAGE_WALL, the two runs'
+    arithmetic over their command's wall clock."""
+    timed, wall = {}, {}
     for size, seconds in TIME_STAGE_WALL.items():
-        cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
-        rates[size] = 2 * run_flops(cfg, counts(cfg)) / seconds
-    return rates
-
-
-def timed_rates():
-    """{size: FLOPs a second of grid} from the time stage's runs (out-exp7-time-SIZE/summary.json, else its copy
-    in docs/results/): each run's training tokens a second, two side by side."""
-    rates = {}
-    for size in SIZES:
         path = os.path.join(ROOT, f'out-exp7-time-{size}', 'summary.json')
         if not os.path.exists(path):
             path = os.path.join(RESULTS, f'experiment7-time-{size}', 'summary.json')
@@ -173,27 +165,24 @@ def timed_rates():
         shape = counts(cfg)
         per_token = shape['flops'] + shape['muon_step'] / (cfg['batch_size'] * cfg['block_size'])
         speed = sum(modes[m]['tokens_per_sec']['mean'] for m in ('untied', 'tied')) / 2
-        rates[size] = 2 * speed * per_token
-    return rates
+        timed[size] = 2 * speed * per_token
+        wall[size] = 2 * run_flops(cfg, shape) / seconds
+    return {"the runs' tokens a second": timed, "the commands' wall clock": wall}
 
 
-def stage_hours(rates, max_iters=None):
-    """{stage: [hours at each rate in rates]}; a rate: FLOPs a second of grid, or {size: that}."""
+def stage_hours(rate, max_iters=None):
+    """{stage: hours} at rate, {size: FLOPs a second of grid}."""
     hours = {}
     for stage, name, flags, runs in plan(max_iters):
         cfg = resolve(name, *flags)
-        flops = run_flops(cfg, counts(cfg)) * runs
-        size = name.split('_')[0]
-        hours.setdefault(stage, [0.0] * len(rates))
-        for i, rate in enumerate(rates):
-            hours[stage][i] += flops / (rate[size] if isinstance(rate, dict) else rate) / 3600
+        hours[stage] = hours.get(stage, 0.0) + run_flops(cfg, counts(cfg)) * runs / rate[name.split('_')[0]] / 3600
     return hours
 
 
 def fitting_length(rate, budget=BUDGET_HOURS):
     """The longest max_iters, in tens, whose whole grid fits the budget at that rate (the grid grows with it)."""
     def fits(n):
-        return sum(h[0] for h in stage_hours([rate], n).values()) <= budget
+        return sum(stage_hours(rate, n).values()) <= budget
     if not fits(10):
         return None
     low, high = 1, 101  # in tens of iterations: low fits, high is taken not to
@@ -247,17 +236,16 @@ def depth_table():
 
 
 def time_table():
-    columns, rate_list = ["the runs' tokens a second", "the commands' wall clock"], [timed_rates(), wall_rates()]
+    rates = measured_rates()
+    hours = [stage_hours(rate) for rate in rates.values()]
     runs = {}
     for stage, *_, count in plan():
         runs[stage] = runs.get(stage, 0) + count
-    hours = stage_hours(rate_list)
-    lines = ['| stage | runs | ' + ' | '.join(columns) + ' |', '|---|---:|' + '---:|' * len(columns)]
-    for stage, values in hours.items():
-        lines.append(f"| `{stage}` | {runs[stage]} | " + ' | '.join(f'{v:.1f} h' for v in values) + ' |')
-    totals = [sum(values[i] for values in hours.values()) for i in range(len(columns))]
-    lines.append(f"| all | {sum(runs.values())} | " + ' | '.join(f'**{t:.1f} h**' for t in totals) + ' |')
-    fits = ', '.join(f'{fitting_length(rate)} at {column}' for column, rate in zip(columns, rate_list))
+    lines = ['| stage | runs | ' + ' | '.join(rates) + ' |', '|---|---:|' + '---:|' * len(rates)]
+    for stage, count in runs.items():
+        lines.append(f"| `{stage}` | {count} | " + ' | '.join(f'{h[stage]:.1f} h' for h in hours) + ' |')
+    lines.append(f"| all | {sum(runs.values())} | " + ' | '.join(f'**{sum(h.values()):.1f} h**' for h in hours) + ' |')
+    fits = ', '.join(f'{fitting_length(rate)} at {column}' for column, rate in rates.items())
     return lines + ['', f"max_iters that fits {BUDGET_HOURS} hours: {fits}", '', cost_shares()]
 
 
