@@ -56,6 +56,15 @@ def summary(name):
         return json.load(f)
 
 
+def committed(optimizer, sizes, *stages):
+    """(size, its summary of each stage) for each of sizes whose stages (experiment7-STAGE-OPTIMIZER-SIZE) are all
+    committed: a size with a stage not run yet is left out of the table that reads it."""
+    for size in sizes:
+        found = [summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in stages]
+        if None not in found:
+            yield size, *found
+
+
 def trained_in(info):
     """'float32' or 'bf16': the ladder trained on a Zen 4 in bf16 autocast; a summary whose runs trained on a CPU
     without native bf16 says so ('trained_on', from its runs' logs)."""
@@ -81,10 +90,7 @@ def sweep_table():
     lines = ['| size | width | optimizer | tied: best rate | its loss | untied: best table, head rates | its loss | '
              'tied − untied (one seed) |', '|---|---:|---|---:|---:|---:|---:|---:|']
     for optimizer, sizes in plan.OPTIMIZERS.items():
-        for size in sizes:
-            sweep = summary(f'experiment7-sweep-{optimizer}-{size}')
-            if sweep is None:
-                continue
+        for size, sweep in committed(optimizer, sizes, 'sweep'):
             untied, tied = best_of(sweep)
             lines.append(f"| `{size}` | {plan.resolve(size)['n_embd']} | {optimizer} | {rate(tied)} | "
                          f"{cell(sweep, tied)} | {rate(untied)} | {cell(sweep, untied)} | "
@@ -97,10 +103,7 @@ def costs():
     for every confirmation committed: tied - untied at the default rates, and each at the best rates of its sweep."""
     found = []
     for optimizer, sizes in plan.OPTIMIZERS.items():
-        for size in sizes:
-            confirm, sweep = (summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in ('confirm', 'sweep'))
-            if confirm is None or sweep is None:
-                continue
+        for size, confirm, sweep in committed(optimizer, sizes, 'confirm', 'sweep'):
             untied_best, tied_best = best_of(sweep)
             cost = dict(default=paired((confirm, 'tied'), (confirm, 'untied')),
                         best=paired((confirm, tied_best), (confirm, untied_best)))
@@ -158,11 +161,9 @@ def depth_results():
     lines = ['| size | tied, deeper: layers, parameters | untied: layers, parameters | FLOPs per token, deeper tied / '
              'untied | deeper tied, its best | deeper tied − untied, each at its best | deeper tied − tied, each at its '
              'best |', '|---|---:|---:|---:|---:|---:|---:|']
-    for size in plan.DEEP:
-        deep, deep_sweep, confirm, sweep = (summary(name) for name in (
-            f'experiment7-confirm-muon-{size}_deep', f'experiment7-sweep-muon-{size}_deep',
-            f'experiment7-confirm-muon-{size}', f'experiment7-sweep-muon-{size}'))
-        if None in (deep, deep_sweep, confirm, sweep):
+    for size, confirm, sweep in committed('muon', plan.DEEP, 'confirm', 'sweep'):
+        deep, deep_sweep = (summary(f'experiment7-{stage}-muon-{size}_deep') for stage in ('confirm', 'sweep'))
+        if deep is None or deep_sweep is None:
             continue
         (_, row), (untied_best, tied_best) = best_of(deep_sweep), best_of(sweep)
         reference, precision = untied_reference(size, confirm)
@@ -184,13 +185,7 @@ def precision_table():
     the same seeds and rates: how much the precision alone moves a five-seed loss."""
     lines = ['| size | untied, its best rates | bf16 autocast (Zen 4) | float32 (Zen 3) | float32 − bf16 |',
              '|---|---:|---:|---:|---:|']
-    for size in plan.DEEP:
-        confirm, sweep = summary(f'experiment7-confirm-muon-{size}'), summary(f'experiment7-sweep-muon-{size}')
-        if None in (confirm, sweep):
-            continue
-        again, precision = untied_reference(size, confirm)
-        if precision != 'float32':
-            continue
+    for size, confirm, sweep, again in committed('muon', plan.DEEP, 'confirm', 'sweep', 'float32'):
         untied_best, _ = best_of(sweep)
         lines.append(f"| `{size}` | {rate(untied_best)} | {cell(confirm, untied_best)} | {cell(again, untied_best)} | "
                      f"{diff((again, untied_best), (confirm, untied_best))} |")
@@ -263,10 +258,7 @@ def selection_table():
     one-seed half-length sweep trained at full length on three seeds, the pick from those, and the reported cost
     from five fresh seeds (1342-1346) that played no part in choosing, paired by seed."""
     lines = []
-    for size in plan.SIZES:
-        picked, fresh = summary(f'experiment7-select-muon-{size}'), summary(f'experiment7-fresh-muon-{size}')
-        if picked is None or fresh is None:
-            continue
+    for size, picked, fresh in committed('muon', plan.SIZES, 'select', 'fresh'):
         untied, tied = best_of(picked)
         cells = ' · '.join(f"{mode}: " + '; '.join(f"{rate(row)} {cell(picked, row)}" for row in sorted(
             (row for row in picked['modes'] if row.startswith(mode)), key=lambda row: sum(seeds(picked, row))))
@@ -283,10 +275,7 @@ def shallow_table():
     w160 is the depth's, the 4-layer model's lies near w64's; where it is the width's, near w160's. The untied
     table's best rate at one width and two depths is the fixed-width reading that the sweep table cannot give."""
     lines = []
-    for size in ('w64', 'w160_shallow', 'w160'):
-        confirm, sweep = (summary(f'experiment7-{stage}-adamw-{size}') for stage in ('confirm', 'sweep'))
-        if confirm is None or sweep is None:
-            continue
+    for size, confirm, sweep in committed('adamw', ('w64', 'w160_shallow', 'w160'), 'confirm', 'sweep'):
         untied, tied = best_of(sweep)
         cfg = plan.resolve(size)
         c = plan.counts(cfg)
@@ -319,10 +308,9 @@ def horizon_runs():
     """{size: (summary, {iter: (untied's per-seed losses, tied's)})} for every horizon stage committed with its
     curves.csv; iteration 0, before any training, left out."""
     found = {}
-    for size in plan.SIZES:
-        info, path = summary(f'experiment7-horizon-muon-{size}'), os.path.join(
-            RESULTS, f'experiment7-horizon-muon-{size}', 'curves.csv')
-        if info is None or not os.path.exists(path):
+    for size, info in committed('muon', plan.SIZES, 'horizon'):
+        path = os.path.join(RESULTS, f'experiment7-horizon-muon-{size}', 'curves.csv')
+        if not os.path.exists(path):
             continue
         with open(path, encoding='utf-8') as f:
             loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
@@ -448,10 +436,7 @@ def best_rates():
     rates as multiples of learning_rate, smallest width first."""
     found = {}
     for optimizer, sizes in plan.OPTIMIZERS.items():
-        for size in sizes:
-            sweep = summary(f'experiment7-sweep-{optimizer}-{size}')
-            if sweep is None:
-                continue
+        for size, sweep in committed(optimizer, sizes, 'sweep'):
             untied, tied = (parse_row(row) for row in best_of(sweep))
             found.setdefault(optimizer, []).append((plan.resolve(size)['n_embd'], tied.embed_mult or 1.0,
                                                     untied.embed_mult or 1.0, untied.head_mult or 1.0))
