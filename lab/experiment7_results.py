@@ -135,7 +135,7 @@ def check_table():
     lines = ['| size | optimizer | tied in the sweep (one seed, half length): its best, the runner-up | tied, five seeds: '
              'at the sweep\'s best | at the runner-up | tied − untied: at the sweep\'s best | at the runner-up |',
              '|---|---|---:|---:|---:|---:|---:|']
-    for optimizer, size, confirm, _, cost, (untied_best, tied_best) in costs():
+    for optimizer, size, confirm, _, _, (untied_best, tied_best) in costs():
         check, sweep = summary(f'experiment7-check-{optimizer}-{size}'), summary(f'experiment7-sweep-{optimizer}-{size}')
         for row in (check or {}).get('modes', {}):
             lines.append(f"| `{size}` | {optimizer} | {rate(tied_best)} {cell(sweep, tied_best)}, {rate(row)} "
@@ -143,16 +143,6 @@ def check_table():
                          f"{diff((confirm, tied_best), (confirm, untied_best))} | "
                          f"{diff((check, row), (confirm, untied_best))} |")
     return lines
-
-
-def untied_reference(size, confirm):
-    """The untied summary a deeper tied model of this size is measured against, and how its rows trained. Stage 2's
-    confirmation, unless a float32 copy of its untied best row is committed (experiment7-float32-muon-SIZE): w160's
-    deeper model trained on a Zen 3 without native bf16, so in float32 under --dtype=auto, where the ladder's stage
-    2 ran on a Zen 4 in bf16 autocast; its untied reference was trained again there, the same seeds and rates, so
-    that the difference is the depth's and not the precision's."""
-    again = summary(f'experiment7-float32-muon-{size}')
-    return (again, 'float32') if again is not None else (confirm, 'bf16')
 
 
 def depth_results():
@@ -166,12 +156,15 @@ def depth_results():
         if deep is None or deep_sweep is None:
             continue
         (_, row), (untied_best, tied_best) = best_of(deep_sweep), best_of(sweep)
-        reference, precision = untied_reference(size, confirm)
         base_cfg, deep_cfg = plan.resolve(size), plan.resolve(f'{size}_deep')
         base, more = plan.counts(base_cfg), plan.counts(deep_cfg)
-        # tied's base-depth rows were not trained again in float32: that column crosses precisions where the
-        # untied one does not (precision_table measures the shift on untied's rows)
-        crossed = precision == 'float32'
+        # The untied reference is stage 2's confirmation, unless a float32 copy of its untied best row is committed:
+        # w160's deeper model trained on a Zen 3 without native bf16, so in float32 under --dtype=auto, where stage 2
+        # ran on a Zen 4 in bf16 autocast; its untied reference was trained again there, the same seeds and rates, so
+        # that the difference is the depth's and not the precision's. Tied's base-depth rows were not: that column
+        # crosses precisions where the untied one does not (precision_table measures the shift on untied's rows).
+        again = summary(f'experiment7-float32-muon-{size}')
+        reference, crossed = (confirm, False) if again is None else (again, True)
         lines.append(f"| `{size}` | {deep_cfg['n_layer']}, {more['tied'] / 1e6:.2f} M | {base_cfg['n_layer']}, "
                      f"{base['untied'] / 1e6:.2f} M | {more['flops'] / base['flops']:.2f} | {cell(deep, row)} "
                      f"({rate(row)}{', float32' if crossed else ''}) | "
@@ -181,7 +174,7 @@ def depth_results():
 
 
 def precision_table():
-    """Where a size's untied best row was trained again in float32 (untied_reference), the two against each other,
+    """Where a size's untied best row was trained again in float32 (depth_results), the two against each other,
     the same seeds and rates: how much the precision alone moves a five-seed loss."""
     lines = ['| size | untied, its best rates | bf16 autocast (Zen 4) | float32 (Zen 3) | float32 − bf16 |',
              '|---|---:|---:|---:|---:|']
@@ -453,26 +446,22 @@ def plot_costs(path=FIGURE):
         return False
     target = gpt2_small()['tied']
     fig, (ax, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw=dict(width_ratios=[1.35, 1]))
-    colours = dict(zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')))
-    for optimizer, colour in colours.items():
-        for rates, marker in (('default', 'o'), ('best', 's')):
-            points = [(c['tied'], cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
-            if not points:
-                continue
-            xs = [n for n, _ in points]
-            ys = [d for _, (d, _, _) in points]
-            err = [[d - lo for _, (d, lo, _) in points], [hi - d for _, (d, _, hi) in points]]
-            label = f"{optimizer}, {'default rates' if rates == 'default' else 'each at its best'}"
-            ax.errorbar(xs, ys, yerr=err, fmt=marker + ('-' if rates == 'best' else '--'), color=colour,
-                        mfc=colour if rates == 'best' else 'white', capsize=3, label=label)
-            line = fit(line_points(found, optimizer, rates)) if rates == 'best' else None
-            if line is not None:
-                y, lo, hi = line[2](target)
-                ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
-                            label=f'{optimizer}: the line carried to GPT-2 small')
-                ax.annotate(f'{y:+.3f} [{lo:+.3f}, {hi:+.3f}]', (target, y), textcoords='offset points',
-                            xytext=(-12, 22), ha='right', fontsize=7, color=colour)
-                ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
+    for optimizer, colour in zip(plan.OPTIMIZERS, ('tab:blue', 'tab:orange')):
+        for rates, fmt, mfc, what in (('default', 'o--', 'white', 'default rates'),
+                                      ('best', 's-', colour, 'each at its best')):
+            points = [(c['tied'], *cost[rates]) for o, _, _, c, cost, _ in found if o == optimizer]
+            if points:
+                xs, ys, lows, highs = map(list, zip(*points))
+                err = [[d - lo for d, lo in zip(ys, lows)], [hi - d for d, hi in zip(ys, highs)]]
+                ax.errorbar(xs, ys, yerr=err, fmt=fmt, color=colour, mfc=mfc, capsize=3, label=f'{optimizer}, {what}')
+        line = fit(line_points(found, optimizer, 'best'))
+        if line is not None:  # the best rates' line, from the largest size measured on to GPT-2 small
+            y, lo, hi = line[2](target)
+            ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
+                        label=f'{optimizer}: the line carried to GPT-2 small')
+            ax.annotate(f'{y:+.3f} [{lo:+.3f}, {hi:+.3f}]', (target, y), textcoords='offset points',
+                        xytext=(-12, 22), ha='right', fontsize=7, color=colour)
+            ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
     ax.axhline(0, color='grey', lw=0.8)
     # the axis fits the measured intervals: a prediction interval far wider than them runs off it, its numbers beside
     measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates]]
