@@ -2,9 +2,8 @@
 (experiment7-STAGE-OPTIMIZER-SIZE, each a copy of the out-exp7-... folder's summary.json and summary.md):
 
     python lab/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
-    python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size,
-                                                  # and, once the horizon stage is committed, its figure
-                                                  # beside it (HORIZON_FIGURE): the cost against tokens seen
+    python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size, and
+                                                  # docs/experiment7_horizon.png, the cost against tokens seen
     python lab/experiment7_results.py curves OUT_DIR  # a horizon run's evaluations, OUT_DIR/curves.csv
 
 A stage whose summaries are not committed yet is left out of its table, which says what it lacks. The ladder,
@@ -342,14 +341,14 @@ def plot_horizon(path=HORIZON_FIGURE):
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     for (size, (info, curve)), colour in zip(found.items(), ('tab:blue', 'tab:orange', 'tab:green', 'tab:red')):
         batch = info['config']['batch_size'] * info['config']['block_size']
-        iters = list(curve)
-        tokens = [k * batch for k in iters]
+        tokens = [k * batch for k in curve]
         for i, (mode, style) in enumerate((('untied', '-'), ('tied', '--'))):
-            left.plot(tokens, [mean_std(curve[k][i])[0] for k in iters], style, color=colour, label=f'{size} {mode}')
-        cost = [paired_interval(curve[k][1], curve[k][0]) for k in iters]
-        right.plot(tokens, [d for d, _, _ in cost], 'o-', color=colour, label=size)
-        if all(lo is not None for _, lo, _ in cost):
-            right.fill_between(tokens, [lo for _, lo, _ in cost], [hi for _, _, hi in cost], color=colour, alpha=0.2)
+            left.plot(tokens, [mean_std(losses[i])[0] for losses in curve.values()], style, color=colour,
+                      label=f'{size} {mode}')
+        cost, lows, highs = map(list, zip(*(paired_interval(t, u) for u, t in curve.values())))
+        right.plot(tokens, cost, 'o-', color=colour, label=size)
+        if None not in lows:
+            right.fill_between(tokens, lows, highs, color=colour, alpha=0.2)
     left.axhline(FLOOR['bigram_whole'], color='grey', lw=0.8, ls=':', label='Kneser-Ney bigram floor')
     right.axhline(0, color='grey', lw=0.8)
     left.set_ylabel('validation loss, 50 fixed batches (nats)')
