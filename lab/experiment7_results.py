@@ -229,15 +229,16 @@ def remedies_table():
     seed: sqrt(d) at the input (emb_scale), and the lookup's gradient times 4 (input_grad_scale), each beside the
     same seed of the cell without them and of untied (the pair stage's seed 1337)."""
     pair = summary('experiment7-pair-adamw-w160-tied'), summary('experiment7-pair-adamw-w160-untied')
-    found = [(name, summary(name)) for name in ('experiment7-remedies-adamw-w160', 'experiment7-remedies-adamw-w160-emb_scale')]
-    if None in pair or not any(info for _, info in found):
+    names = ('experiment7-remedies-adamw-w160', 'experiment7-remedies-adamw-w160-emb_scale')
+    found = [info for info in map(summary, names) if info is not None]
+    if None in pair or not found:
         return []
     (tied, t_row), (untied, u_row) = ((info, next(iter(info['modes']))) for info in pair)
     base, untied_1337 = seeds(tied, t_row)[0], seeds(untied, u_row)[0]
     lines = ['| remedy | tied, seed 1337 | − the cell without it | − untied |', '|---|---:|---:|---:|',
              f"| none (the control's best cell) | {base:.3f} | – | {base - untied_1337:+.3f} |"]
-    for name, info in found:
-        for row in (info or {}).get('modes', {}):
+    for info in found:
+        for row in info['modes']:
             what = ', '.join(part for part, on in (('√d input scaling', info['config'].get('emb_scale')),
                                                    ('input_grad_scale 4', row.endswith('_igs4'))) if on)
             loss = seeds(info, row)[0]
