@@ -175,7 +175,8 @@ def stage_hours(rate, max_iters=None):
     hours = {}
     for stage, name, flags, runs in plan(max_iters):
         cfg = resolve(name, *flags)
-        hours[stage] = hours.get(stage, 0.0) + run_flops(cfg, counts(cfg)) * runs / rate[name.split('_')[0]] / 3600
+        flops = run_flops(cfg, counts(cfg)) * runs
+        hours[stage] = hours.get(stage, 0.0) + flops / rate[name.split('_')[0]] / 3600  # w128_deep at w128's rate
     return hours
 
 
