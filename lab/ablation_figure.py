@@ -2,6 +2,7 @@
 probe) and grad_sources.png (where the shared matrix's gradient comes from), mean over seeds with
 the seeds' range shaded. Each returns False, drawing nothing, where matplotlib is missing."""
 
+import itertools
 import math
 import statistics
 
@@ -32,14 +33,9 @@ def save(plt, fig, path):
 def smooth_log(values, factor=1.15):
     """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
     the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-    out = []
-    for i in range(len(values)):
-        lo, hi = int(i / factor), min(len(values) - 1, int(i * factor))
-        out.append((prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo))
-    return out
+    prefix = list(itertools.accumulate(values, initial=0.0))
+    spans = [(int(i / factor), min(len(values) - 1, int(i * factor))) for i in range(len(values))]
+    return [(prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo) for lo, hi in spans]
 
 
 def seed_curve(seed_rows, key):
