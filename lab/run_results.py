@@ -203,10 +203,9 @@ class BucketData:
 
     def get(self):
         if self._loaded is None:
-            import numpy as np
             splits, meta = load_splits(dict(self.cfg, block_size=1))  # any window fits: the checks only
             counts = torch.bincount(splits['train'], minlength=meta['vocab_size'])
-            bucket = torch.from_numpy(np.digitize(counts.numpy(), BUCKET_EDGES))  # token id -> its bucket
+            bucket = torch.bucketize(counts, torch.tensor(BUCKET_EDGES), right=True)  # token id -> its bucket
             self._loaded = splits['val'], bucket, meta
         return self._loaded
 
