@@ -19,12 +19,14 @@ For one finished run (about a minute for experiment 5's BPE model on one thread)
 """
 
 import math
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.prepared_data import get_batch
+from lib import run_files
+from lib.prepared_data import get_batch, load_splits
 
 LENS_STEPS = 300           # translator training steps (Adam, rate decayed linearly to 0)
 LENS_BATCH = 4             # training windows of the model's block_size per step
@@ -150,9 +152,6 @@ def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
 def tuned_lens_of_run(run_dir, data_dir=None, device='cpu'):
     """tuned_lens() of a run's final checkpoint (run_dir/ckpt.pt) on the dataset it was trained on (its recorded
     data_dir and dataset, or data_dir instead)."""
-    import os
-    from lib import run_files
-    from lib.prepared_data import load_splits
     path = os.path.join(run_dir, 'ckpt.pt')
     ckpt = run_files.load_checkpoint(path, 'cpu')
     model = run_files.model_from_checkpoint(ckpt, path)
