@@ -2,6 +2,7 @@
 probe) and grad_sources.png (where the shared matrix's gradient comes from), mean over seeds with
 the seeds' range shaded. Each returns False, drawing nothing, where matplotlib is missing."""
 
+import itertools
 import math
 import statistics
 
@@ -32,14 +33,9 @@ def save(plt, fig, path):
 def smooth_log(values, factor=1.15):
     """Mean over [i / factor, i * factor] for each index i: no smoothing over the first steps (where
     the log axis spreads them out), more later, as the eye reads a log-scaled axis."""
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-    out = []
-    for i in range(len(values)):
-        lo, hi = int(i / factor), min(len(values) - 1, int(i * factor))
-        out.append((prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo))
-    return out
+    prefix = list(itertools.accumulate(values, initial=0.0))
+    spans = [(int(i / factor), min(len(values) - 1, int(i * factor))) for i in range(len(values))]
+    return [(prefix[hi + 1] - prefix[lo]) / (hi + 1 - lo) for lo, hi in spans]
 
 
 def seed_curve(seed_rows, key):
@@ -54,10 +50,13 @@ def seed_curve(seed_rows, key):
             [max(by_iter[i]) for i in iters])
 
 
-def spread_band(ax, x, low, high, color, seeds):
-    """The seeds' range around a mean curve: the spread the differences in the table must stand out from."""
+def mean_and_range(ax, x, curve, k, seeds, **line):
+    """A mode's mean curve over its seeds (curve: mean, lowest, highest) in the k-th colour of the cycle and, with
+    more than one seed, their range shaded around it: the spread the differences in the table must stand out from."""
+    mean, low, high = curve
     if seeds > 1:
-        ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
+        ax.fill_between(x, low, high, color=f'C{k}', alpha=0.15, linewidth=0)
+    ax.plot(x, mean, color=f'C{k}', **line)
 
 
 def line_style(mode):
@@ -65,18 +64,24 @@ def line_style(mode):
     return (0, (4, 2)) if mode == UNTIE_ROW else '-'
 
 
-def plot_copy(ax, curves, info, colors):
+def reference_line(ax, value, text, style=':'):
+    """A gray horizontal line at value, named at the right edge. Its label starts with '_', which keeps it out of a
+    legend; it names the line for a reader of the figure."""
+    ax.axhline(value, color='gray', linestyle=style, linewidth=1, label='_' + text)
+    ax.text(0.99, value, text, va='bottom', ha='right', color='gray', fontsize=8, transform=ax.get_yaxis_transform())
+
+
+def plot_copy(ax, curves, info):
     """Right panel: copy_prob at the evaluations, on a log axis, since a tied start near 1 and the others'
     near 1/n are orders of magnitude apart; the text's repeat rate (dashed) is where a model that copies
     only as often as the text repeats ends up."""
     drawn = []
     for k, (mode, seed_rows) in enumerate(curves.items()):
-        iters, copy, low, high = seed_curve(seed_rows, 'copy_prob')
+        iters, *copy = seed_curve(seed_rows, 'copy_prob')
         if iters:
-            spread_band(ax, iters, low, high, colors[k % len(colors)], len(seed_rows))
-            ax.plot(iters, copy, color=colors[k % len(colors)], marker='o', markersize=3.5, linewidth=1.0,
-                    linestyle=line_style(mode), label=info['labels'][mode])
-            drawn += copy
+            mean_and_range(ax, iters, copy, k, len(seed_rows), marker='o', markersize=3.5, linewidth=1.0,
+                           linestyle=line_style(mode), label=info['labels'][mode])
+            drawn += copy[0]
     ax.set_xlabel('iteration')
     if not drawn:  # every run predates the copy probe: say so rather than draw empty axes
         ax.text(0.5, 0.5, "no copy_prob in these runs' metrics.csv\n(trained before the copy probe)",
@@ -84,17 +89,11 @@ def plot_copy(ax, curves, info, colors):
         ax.set_title('copy probe', fontsize=9)
         return
     ax.set_yscale('log')
-    references = [(1 / info['vocab_size'], ':', '1/n')]
+    reference_line(ax, 1 / info['vocab_size'], '1/n')
     if info['repeat_rate']:  # 0 on a log axis is nowhere: leave it out
-        references.append((info['repeat_rate'], '--', 'repeat rate of the text'))
-    for value, style, text in references:
-        # The label starts with '_', which keeps it out of a legend; it names the line for a reader of the figure.
-        ax.axhline(value, color='gray', linestyle=style, linewidth=1, label='_' + text)
-        ax.text(0.99, value, text, va='bottom', ha='right', color='gray', fontsize=8,
-                transform=ax.get_yaxis_transform())
+        reference_line(ax, info['repeat_rate'], 'repeat rate of the text', '--')
     if info['untie_iter'] is not None:
-        color = colors[list(curves).index(UNTIE_ROW) % len(colors)]
-        ax.axvline(info['untie_iter'], color=color, linestyle=':', linewidth=1)
+        ax.axvline(info['untie_iter'], color=f'C{list(curves).index(UNTIE_ROW)}', linestyle=':', linewidth=1)
     ax.set_ylabel('copy_prob: p(next token = current token)')
     ax.set_title('copying, on the validation batches' +
                  (f" (dotted: the untie at iteration {info['untie_iter']})" if info['untie_iter'] is not None else ''),
@@ -103,32 +102,28 @@ def plot_copy(ax, curves, info, colors):
 
 def plot(path, curves, info):
     """Training (light, smoothed) and validation (markers) curves of every mode, and its copy_prob at
-    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded.
-    Returns False, without a figure, where matplotlib is missing."""
+    the evaluations, mean over seeds; validation loss and copy_prob with the seeds' range shaded."""
     plt = pyplot()
     if plt is None:
         return False
     log_n = math.log(info['vocab_size'])
     # Saved at 90 dpi rather than 100: about 1500 x 430 pixels, and a file a sixth larger than the two panels made.
     fig, (ax_all, ax_end, ax_copy) = plt.subplots(1, 3, figsize=(16.5, 4.8))
-    colors = plt.get_cmap('tab10').colors
     max_iters = info['max_iters']
     starts, lows, ends = {}, [], {}
     for k, (mode, seed_rows) in enumerate(curves.items()):
-        color = colors[k % len(colors)]
         iters, step, _, _ = seed_curve(seed_rows, 'step_loss')
         smoothed = smooth_log(step)
-        val_iters, val, val_low, val_high = seed_curve(seed_rows, 'val_loss')
+        val_iters, *val = seed_curve(seed_rows, 'val_loss')
         x = [i + 1 for i in iters]
         for ax in (ax_all, ax_end):
-            spread_band(ax, [i + 1 for i in val_iters], val_low, val_high, color, len(seed_rows))
-            ax.plot(x, smoothed, color=color, alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
-            ax.plot([i + 1 for i in val_iters], val, color=color, marker='o', markersize=3.5, linewidth=0.8,
-                    linestyle=line_style(mode), label=info['labels'][mode])
+            ax.plot(x, smoothed, color=f'C{k}', alpha=0.45, linewidth=1.0, linestyle=line_style(mode))
+            mean_and_range(ax, [i + 1 for i in val_iters], val, k, len(seed_rows), marker='o', markersize=3.5,
+                           linewidth=0.8, linestyle=line_style(mode), label=info['labels'][mode])
         starts[mode] = smoothed[0]
-        lows.append(min(smoothed + val))
+        lows.append(min(smoothed + val[0]))
         ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
-                     [v for i, v in zip(val_iters, val) if i >= max_iters // 2]
+                     [v for i, v in zip(val_iters, val[0]) if i >= max_iters // 2]
     # Left: the whole run on a log axis, so the first hundred steps are visible. The top is set by the
     # typical start, so one mode starting far above the others does not squash the rest.
     low = min(lows)
@@ -137,9 +132,7 @@ def plot(path, curves, info):
     clipped = [f"{m} {v:.2f}" for m, v in starts.items() if v > top]
     ax_all.set_xscale('log')
     ax_all.set_ylim(low - 0.05 * (top - low), top)
-    ax_all.axhline(log_n, color='gray', linestyle=':', linewidth=1)
-    ax_all.text(0.99, log_n, 'log n', va='bottom', ha='right', color='gray', fontsize=8,
-                transform=ax_all.get_yaxis_transform())
+    reference_line(ax_all, log_n, 'log n')
     ax_all.set_xlabel('iteration + 1 (log scale)')
     ax_all.set_ylabel('loss (nats/token)')
     ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''),
@@ -156,7 +149,7 @@ def plot(path, curves, info):
     ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
     ax_end.set_xlabel('iteration + 1')
     ax_end.legend(fontsize=8, ncol=2)
-    plot_copy(ax_copy, curves, info, colors)
+    plot_copy(ax_copy, curves, info)
     for ax in (ax_all, ax_end, ax_copy):
         ax.grid(True, which='both', alpha=0.25)
     cfg = info['config']
@@ -173,27 +166,19 @@ def plot(path, curves, info):
 def plot_gradient_sources(path, curves, info):
     """Claim 11's figure: grad_out / grad_in at every logged step (smoothed as the loss is), mean over seeds
     with their range, one line per mode, on a log axis; the dotted line closes the early window that the
-    summary's ratio sums over. False, with no file, where matplotlib is missing or no run has the probe."""
+    summary's ratio sums over. False, with no file, where no run has the probe."""
+    def ratio(r):
+        return r['grad_out'] / r['grad_in'] if r['grad_in'] and r['grad_out'] is not None else None
     plt = pyplot()
-    if plt is None:
+    ratios = [seed_curve([[dict(iter=r['iter'], ratio=ratio(r)) for r in rows] for rows in seed_rows], 'ratio')
+              for seed_rows in curves.values()]
+    if plt is None or not any(iters for iters, *_ in ratios):
         return False
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    colors = plt.get_cmap('tab10').colors
-    drawn = False
-    for k, (mode, seed_rows) in enumerate(curves.items()):
-        ratios = [[dict(iter=r['iter'], ratio=r['grad_out'] / r['grad_in'] if r['grad_in'] and r['grad_out'] is not None
-                        else None) for r in rows] for rows in seed_rows]
-        iters, mean, low, high = seed_curve(ratios, 'ratio')
-        if not iters:
-            continue
-        color = colors[k % len(colors)]
-        x = [i + 1 for i in iters]
-        spread_band(ax, x, smooth_log(low), smooth_log(high), color, len(seed_rows))
-        ax.plot(x, smooth_log(mean), color=color, linewidth=1.2, linestyle=line_style(mode), label=info['labels'][mode])
-        drawn = True
-    if not drawn:
-        plt.close(fig)
-        return False
+    for k, ((mode, seed_rows), (iters, *curve)) in enumerate(zip(curves.items(), ratios)):
+        if iters:
+            mean_and_range(ax, [i + 1 for i in iters], [smooth_log(values) for values in curve], k, len(seed_rows),
+                           linewidth=1.2, linestyle=line_style(mode), label=info['labels'][mode])
     ax.set_xscale('log')
     ax.set_yscale('log')
     ax.axhline(1, color='gray', linestyle=':', linewidth=1)
@@ -280,22 +265,19 @@ def plot_rate_sweep(path, info, key='val_loss_all'):
 
 def plot_tuned_lens(path, info):
     """Claim 17's figure: each layer's tuned-lens loss (solid) and logit-lens loss (dashed), mean over seeds with
-    their range, one colour per mode. False, with no file, where matplotlib is missing or no row has the lens."""
+    their range, one colour per mode. False, with no file, where no row has the lens."""
     plt = pyplot()
     layers = info['config']['n_layer'] + 1
     lensed = {mode: cells for mode, cells in info['modes'].items() if cells.get('lens_tuned_0', {}).get('mean') is not None}
     if plt is None or not lensed:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    colors = plt.get_cmap('tab10').colors
     for k, (mode, cells) in enumerate(lensed.items()):
         for kind, style in (('tuned', '-'), ('logit', '--')):
             seeds = [cells[f'lens_{kind}_{layer}']['per_seed'] for layer in range(layers)]
-            mean = [statistics.fmean(values) for values in seeds]
-            ax.fill_between(range(layers), [min(v) for v in seeds], [max(v) for v in seeds], color=colors[k % 10],
-                            alpha=0.15, linewidth=0)
-            ax.plot(range(layers), mean, color=colors[k % 10], linestyle=style, marker='o', markersize=3,
-                    label=f"{info['labels'][mode]}, {kind} lens")
+            curve = [statistics.fmean(v) for v in seeds], [min(v) for v in seeds], [max(v) for v in seeds]
+            mean_and_range(ax, range(layers), curve, k, len(info['seeds']), linestyle=style, marker='o', markersize=3,
+                           label=f"{info['labels'][mode]}, {kind} lens")
     ax.set_xticks(range(layers), ['embedding'] + [f'block {layer}' for layer in range(1, layers)])
     ax.set_ylabel('validation loss read at that layer')
     ax.set_title(f"tuned lens (solid) and logit lens (dashed), {info['dataset']}: mean of {len(info['seeds'])} "

@@ -227,8 +227,7 @@ def summarize(cfg, runs, vocab_size, argv):
     for mode, seed, run_cfg in runs:
         result = read_result(os.path.join(run_cfg['out_dir'], 'result.json'))
         raw = read_metrics(run_cfg['out_dir'])
-        for r in raw:
-            csv_rows.append(dict({k: r.get(k, '') for k in CSV_FIELDS if k not in ('mode', 'seed')}, mode=mode, seed=seed))
+        csv_rows += [dict({k: r.get(k, '') for k in CSV_FIELDS}, mode=mode, seed=seed) for r in raw]
         # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
         rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
         numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
@@ -362,7 +361,10 @@ def versus_table(info, columns, versus, welch=None):
 
 
 def versus_lines(info, heading, columns, versus, welch):
-    """A difference table under its heading, whose {} says how its intervals are made (PAIRED where welch is given)."""
+    """A difference table under its heading, whose {} says how its intervals are made (PAIRED where welch is given);
+    nothing where there is no difference (no such base row, or no other row)."""
+    if not versus:
+        return []
     return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)]
 
 
@@ -395,20 +397,17 @@ def markdown(info):
                  f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
                  "a head of its own from there on (its params count both matrices); the other rows never untie. ")
     versus, welch = info.get('versus_untied'), info.get('versus_untied_welch')
-    if versus:
-        lines += versus_lines(info, "Difference from untied (mode minus untied, {}):",
-                              [column for column in COLUMNS if column[0] in VERSUS_UNTIED], versus, welch)
+    lines += versus_lines(info, "Difference from untied (mode minus untied, {}):",
+                          [column for column in COLUMNS if column[0] in VERSUS_UNTIED], versus, welch)
     has_buckets = any(cells[key]['mean'] is not None
                       for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
     if has_buckets:
         lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
                       "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
         lines += column_table(info, BUCKET_COLUMNS, info['modes'], BUCKET_TOKENS)
-        if versus:
-            lines += versus_lines(info, "The same, mode minus untied ({}):", BUCKET_COLUMNS, versus, welch)
-    if info.get('versus_tied'):
-        lines += versus_lines(info, "Difference from tied (mode minus tied, {}):", VERSUS_TIED, info['versus_tied'],
-                              info.get('versus_tied_welch'))
+        lines += versus_lines(info, "The same, mode minus untied ({}):", BUCKET_COLUMNS, versus, welch)
+    lines += versus_lines(info, "Difference from tied (mode minus tied, {}):", VERSUS_TIED, info.get('versus_tied'),
+                          info.get('versus_tied_welch'))
     lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
@@ -467,8 +466,7 @@ def best_point_lines(info, versus, welch):
         lines += ["", "At the best point: each run's best.pt (its weights at the evaluation with the lowest validation "
                       "loss) scored like the final checkpoint above, on the whole validation split, by bucket:", ""]
         lines += column_table(info, BEST_BUCKET_COLUMNS, info['modes'], BEST_BUCKET_TOKENS)
-        if versus:
-            lines += versus_lines(info, "The same, mode minus untied ({}):", BEST_BUCKET_COLUMNS, versus, welch)
+        lines += versus_lines(info, "The same, mode minus untied ({}):", BEST_BUCKET_COLUMNS, versus, welch)
     eval_seeds = info['eval_seeds']
     lines += ["", (f"Every run was evaluated on the same fixed batches (eval_seed {eval_seeds[0]}), whatever its "
                    f"seed and mode." if len(eval_seeds) == 1 else

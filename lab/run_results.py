@@ -15,7 +15,7 @@ from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
 from lib.machine import pick_device
-from lab.tuned_lens import whole_split_windows
+from lab.tuned_lens import whole_split_batches
 from lib.prepared_data import load_splits
 
 
@@ -193,7 +193,6 @@ BEST_BUCKET_FILE = 'freq_buckets_best.json'  # the same for best.pt
 BEST_BUCKET_COLUMNS = [('best_' + key, header, spec) for key, header, spec in BUCKET_COLUMNS]
 BEST_BUCKET_TOKENS = ['best_' + key for key in BUCKET_TOKENS]
 MAX_BUCKET_TARGETS = 1 << 18       # the whole validation split up to this many targets, else its start
-BUCKET_BATCH = 32                  # windows per forward pass
 
 
 class BucketData:
@@ -204,11 +203,9 @@ class BucketData:
 
     def get(self):
         if self._loaded is None:
-            import numpy as np
-            import torch
             splits, meta = load_splits(dict(self.cfg, block_size=1))  # any window fits: the checks only
             counts = torch.bincount(splits['train'], minlength=meta['vocab_size'])
-            bucket = torch.from_numpy(np.digitize(counts.numpy(), BUCKET_EDGES))  # token id -> its bucket
+            bucket = torch.bucketize(counts, torch.tensor(BUCKET_EDGES), right=True)  # token id -> its bucket
             self._loaded = splits['val'], bucket, meta
         return self._loaded
 
@@ -216,21 +213,17 @@ class BucketData:
 def loss_by_frequency(model, val, bucket, block_size, device):
     """(summed cross-entropy, token count) per bucket over the first min(len(val) - 1, MAX_BUCKET_TARGETS)
     targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
-    import torch
     import torch.nn.functional as F
-    pieces = whole_split_windows(val, block_size, MAX_BUCKET_TARGETS)
     sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
     counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
     model.eval()
     with torch.no_grad():
-        for x_all, y_all in pieces:
-            for i in range(0, len(x_all), BUCKET_BATCH):
-                x, y = x_all[i:i + BUCKET_BATCH], y_all[i:i + BUCKET_BATCH]
-                logits, _ = model(x.to(device))
-                loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction='none')
-                b = bucket[y.flatten()]
-                sums.index_add_(0, b, loss.double().cpu())
-                counts += torch.bincount(b, minlength=len(BUCKETS))
+        for x, y in whole_split_batches(val, block_size, MAX_BUCKET_TARGETS):
+            logits, _ = model(x.to(device))
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction='none')
+            b = bucket[y.flatten()]
+            sums.index_add_(0, b, loss.double().cpu())
+            counts += torch.bincount(b, minlength=len(BUCKETS))
     return sums.tolist(), counts.tolist()
 
 
@@ -255,7 +248,6 @@ def same_weights_as_checkpoint(run_dir, best, made_from):
     short runs, where scoring best.pt again would cost a third of a run (two forward passes over the split
     against three of the training tokens'). made_from: best.pt's cache key. None otherwise, or while the
     checkpoint has no cache made from it now with the same data and buckets."""
-    import torch
     ckpt_path = os.path.join(run_dir, 'ckpt.pt')
     try:
         stat = os.stat(ckpt_path)

@@ -19,12 +19,14 @@ For one finished run (about a minute for experiment 5's BPE model on one thread)
 """
 
 import math
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.prepared_data import get_batch
+from lib import run_files
+from lib.prepared_data import get_batch, load_splits
 
 LENS_STEPS = 300           # translator training steps (Adam, rate decayed linearly to 0)
 LENS_BATCH = 4             # training windows of the model's block_size per step
@@ -35,15 +37,16 @@ LENS_MAX_TARGETS = 1 << 18  # the validation split scored, up to this many targe
 EVAL_BATCH = 32            # windows per forward pass when scoring
 
 
-def whole_split_windows(tokens, block_size, max_targets):
-    """Every target of tokens[1:n + 1] (n = min(len(tokens) - 1, max_targets)) predicted once: [(x, y), ...] of
-    non-overlapping windows of block_size, the (N, T) full ones and, if some are left, one (1, T') shorter one."""
+def whole_split_batches(tokens, block_size, max_targets):
+    """Every target of tokens[1:n + 1] (n = min(len(tokens) - 1, max_targets)) predicted once, in non-overlapping
+    windows of block_size: (x, y) batches of up to EVAL_BATCH full windows, then, if some are left, one shorter one."""
     n = min(len(tokens) - 1, max_targets)
     full = n // block_size
-    pieces = [(tokens[:full * block_size].view(full, block_size), tokens[1:full * block_size + 1].view(full, block_size))]
+    x, y = tokens[:full * block_size].view(full, block_size), tokens[1:full * block_size + 1].view(full, block_size)
+    for i in range(0, full, EVAL_BATCH):
+        yield x[i:i + EVAL_BATCH], y[i:i + EVAL_BATCH]
     if n > full * block_size:
-        pieces.append((tokens[full * block_size:n].view(1, -1), tokens[full * block_size + 1:n + 1].view(1, -1)))
-    return pieces
+        yield tokens[full * block_size:n].view(1, -1), tokens[full * block_size + 1:n + 1].view(1, -1)
 
 
 def residual_states(model, idx):
@@ -60,22 +63,19 @@ def residual_states(model, idx):
     return states, logits
 
 
-class Translators(nn.Module):
+def identity_translators(n_layer, width):
     """One affine map per layer below the last, each starting as the identity (the logit lens)."""
-
-    def __init__(self, n_layer, width):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(n_layer))
-        with torch.no_grad():
-            for layer in self.layers:
-                layer.weight.copy_(torch.eye(width))
-                layer.bias.zero_()
+    translators = nn.ModuleList(nn.Linear(width, width) for _ in range(n_layer))
+    for layer in translators:
+        nn.init.eye_(layer.weight)
+        nn.init.zeros_(layer.bias)
+    return translators
 
 
 def train_translators(model, tokens, device, steps):
     """Translators fitted to the frozen model on windows of tokens (its training split)."""
     cfg = model.config
-    translators = Translators(cfg.n_layer, cfg.n_embd).to(device)
+    translators = identity_translators(cfg.n_layer, cfg.n_embd).to(device)
     # Adam: the embedding's translator (a linear map from token vectors to the final distribution) is far from
     # the identity, and SGD crawls there (docs/optimizers.md: layer 0 of a tied BPE run at 6.31 after 300 SGD
     # steps, 5.01 after 300 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
@@ -95,7 +95,7 @@ def train_translators(model, tokens, device, steps):
             with torch.no_grad():
                 states, logits = residual_states(model, x.to(device))
                 final = F.log_softmax(logits.float().flatten(0, 1), dim=-1)  # (B*T, n)
-            for translator, h in zip(translators.layers, states):  # one layer's graph at a time: less memory
+            for translator, h in zip(translators, states):  # one layer's graph at a time: less memory
                 if translator in settled:
                     continue
                 lens = F.log_softmax(model.head(model.ln_f(translator(h))).float().flatten(0, 1), dim=-1)
@@ -111,7 +111,7 @@ def train_translators(model, tokens, device, steps):
     finally:
         for p, flag in zip(model.parameters(), needs_grad):
             p.requires_grad_(flag)
-    translators.fit = [fit.get(layer, 0.0) for layer in translators.layers]
+    translators.fit = [fit.get(layer, 0.0) for layer in translators]
     return translators
 
 
@@ -124,17 +124,16 @@ def lens_losses(model, translators, tokens, device):
     layers = model.config.n_layer + 1
     sums = dict(tuned=[0.0] * layers, logit=[0.0] * layers)
     count = 0
-    for x_all, y_all in whole_split_windows(tokens, model.config.block_size, LENS_MAX_TARGETS):
-        for i in range(0, len(x_all), EVAL_BATCH):
-            x, y = x_all[i:i + EVAL_BATCH].to(device), y_all[i:i + EVAL_BATCH].to(device).flatten()
-            states, logits = residual_states(model, x)
-            for layer, h in enumerate(states):
-                last = layer == layers - 1
-                tuned = logits if last else model.head(model.ln_f(translators.layers[layer](h)))
-                logit = logits if last else model.head(model.ln_f(h))
-                for kind, out in (('tuned', tuned), ('logit', logit)):
-                    sums[kind][layer] += F.cross_entropy(out.float().flatten(0, 1), y, reduction='sum').item()
-            count += len(y)
+    for x, y in whole_split_batches(tokens, model.config.block_size, LENS_MAX_TARGETS):
+        y = y.to(device).flatten()
+        states, logits = residual_states(model, x.to(device))
+        for layer, h in enumerate(states):
+            last = layer == layers - 1
+            tuned = logits if last else model.head(model.ln_f(translators[layer](h)))
+            logit = logits if last else model.head(model.ln_f(h))
+            for kind, out in (('tuned', tuned), ('logit', logit)):
+                sums[kind][layer] += F.cross_entropy(out.float().flatten(0, 1), y, reduction='sum').item()
+        count += len(y)
     return dict(tuned=[s / count for s in sums['tuned']], logit=[s / count for s in sums['logit']], targets=count)
 
 
@@ -153,9 +152,6 @@ def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
 def tuned_lens_of_run(run_dir, data_dir=None, device='cpu'):
     """tuned_lens() of a run's final checkpoint (run_dir/ckpt.pt) on the dataset it was trained on (its recorded
     data_dir and dataset, or data_dir instead)."""
-    import os
-    from lib import run_files
-    from lib.prepared_data import load_splits
     path = os.path.join(run_dir, 'ckpt.pt')
     ckpt = run_files.load_checkpoint(path, 'cpu')
     model = run_files.model_from_checkpoint(ckpt, path)
