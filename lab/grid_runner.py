@@ -51,7 +51,6 @@ class GridBar:
         self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
         self.iters_total, self.iters_done, self.iters_at_start = iters_total, iters_done, iters_done
         self.started = self.last_line = time.monotonic()
-        self.describe()
 
     def describe(self, running=None):
         self.running = self.running if running is None else running
@@ -205,6 +204,8 @@ def run_logged(task, run_fn, progress, whole_process):
             traceback.print_exc()
     return 'failed', last_line(log)
 
+
+# ---------------------------------------------------------------- a run's share of the grid's bar, and the queue
 
 class RunProgress:
     """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a
