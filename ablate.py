@@ -135,35 +135,34 @@ def parse_args(argv):
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
-    cfg['modes'] = ','.join(parse_modes(  # a mode named twice is trained once
+    modes = parse_modes(  # a mode named twice is trained once
         cfg['modes'], 'modes', MODES, accepts=lambda name: parse_row(name) is not None,
-        more=f", each optionally with settings of its own: {ROW_FORMS} (e.g. tied_igs2, untied_e10_h0.3)"))
-    for name in cfg['modes'].split(','):
+        more=f", each optionally with settings of its own: {ROW_FORMS} (e.g. tied_igs2, untied_e10_h0.3)")
+    cfg['modes'] = ','.join(modes)
+    for name in modes:
         check_row(name)
-    if cfg['seeds'] < 1:
-        raise UserError(f"--seeds must be a positive integer, got {cfg['seeds']}")
+    for key, least, must in (('seeds', 1, 'a positive integer'),
+                             ('jobs', 0, '0 (one run per CPU core) or a positive number of runs side by side'),
+                             ('max_iters', 1, 'at least 1 for an ablation')):
+        if cfg[key] < least:
+            raise UserError(f"--{key} must be {must}, got {cfg[key]}")
+    lens_rows = dict.fromkeys(name.strip() for name in cfg['tuned_lens'].split(',') if name.strip())
     if cfg['tuned_lens'] == 'all':
-        cfg['tuned_lens'] = cfg['modes']
-    lens_rows = [name.strip() for name in cfg['tuned_lens'].split(',') if name.strip()]
-    if any(name not in cfg['modes'].split(',') for name in lens_rows):
+        lens_rows = modes
+    elif not set(lens_rows) <= set(modes):
         raise UserError(f"--tuned_lens={cfg['tuned_lens']} names rows that --modes={cfg['modes']} does not train; "
                         f"give some of its rows, or 'all'")
-    cfg['tuned_lens'] = ','.join(dict.fromkeys(lens_rows))
-    if cfg['jobs'] < 0:
-        raise UserError(f"--jobs must be 0 (one run per CPU core) or a positive number of runs side by side, "
-                        f"got {cfg['jobs']}")
-    if cfg['max_iters'] < 1:
-        raise UserError(f"--max_iters must be at least 1 for an ablation, got {cfg['max_iters']}")
+    cfg['tuned_lens'] = ','.join(lens_rows)
     # parse_train_args has checked untie_at's range with train.py's message. What train.py cannot know:
     # rounded to an iteration, a fraction near 1 may untie after the last step, and the row labelled
     # "untied" would be a copy of the tied one.
-    if UNTIE_ROW in cfg['modes'].split(',') and untie_iter(cfg) >= cfg['max_iters']:
+    if UNTIE_ROW in modes and untie_iter(cfg) >= cfg['max_iters']:
         raise UserError(f"--untie_at={cfg['untie_at']:g} unties at iteration {untie_iter(cfg)} of --max_iters="
                         f"{cfg['max_iters']}, after the last step, so {UNTIE_ROW} would never untie; use a smaller "
                         f"--untie_at or more --max_iters")
     if cfg['versus']:  # checked now, not after hours of training
         other_modes = read_other_summary(cfg['versus'])['modes']
-        if not set(cfg['modes'].split(',')) & set(other_modes):
+        if not set(modes) & set(other_modes):
             raise UserError(f"--versus={cfg['versus']}: no mode in common with --modes={cfg['modes']} (it has "
                             f"{','.join(other_modes)}); compare ablations that train the same modes")
     return cfg

@@ -26,6 +26,8 @@ MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, b
 # ablate command sweeps rates with the same seeds and data order in every cell.
 ROW_SETTINGS = {'igs': 'input_grad_scale', 'e': 'embed_mult', 'h': 'head_mult'}
 _ROW_SETTING = re.compile(r'_(igs|e|h)([0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)')
+# A --modes entry: a mode (tied_untie before tied: the longest that the settings after it fit), then its settings
+_ROW = re.compile(f"({'|'.join(sorted(MODES, key=len, reverse=True))})((?:{_ROW_SETTING.pattern})*)")
 ROW_FORMS = "MODE_igsK (input gradient times K), MODE_eX (embed rate X x learning_rate), MODE_hY (head rate)"
 
 
@@ -40,20 +42,17 @@ class Row(NamedTuple):
 def parse_row(name):
     """The Row of a --modes entry, or None where it names no row (an unknown mode or setting, a setting twice,
     a value that is not a positive finite number)."""
-    for base in sorted(MODES, key=len, reverse=True):  # tied_untie before tied
-        if name != base and not name.startswith(base + '_'):
-            continue
-        rest, settings = name[len(base):], {}
-        if not re.fullmatch(f'(?:{_ROW_SETTING.pattern})*', rest):
-            continue  # e.g. 'tied_untie' read as 'tied' + '_untie'
-        for match in _ROW_SETTING.finditer(rest):
-            value = float(match.group(2))
-            if match.group(1) in settings or not 0 < value < float('inf'):
-                return None
-            settings[match.group(1)] = value
-        return Row('tied' if base == UNTIE_ROW else base, unties=base == UNTIE_ROW,
-                   **{ROW_SETTINGS[key]: value for key, value in settings.items()})
-    return None
+    match, settings = _ROW.fullmatch(name), {}
+    if match is None:
+        return None
+    for setting in _ROW_SETTING.finditer(match.group(2)):
+        value = float(setting.group(2))
+        if setting.group(1) in settings or not 0 < value < float('inf'):
+            return None
+        settings[setting.group(1)] = value
+    base = match.group(1)
+    return Row('tied' if base == UNTIE_ROW else base, unties=base == UNTIE_ROW,
+               **{ROW_SETTINGS[key]: value for key, value in settings.items()})
 
 
 def check_row(name):
@@ -105,12 +104,10 @@ def row_label(mode, untie_at):
     """The name a reader sees in the table and the figure."""
     row = parse_row(mode)
     label = f"tied, untied at {fraction_text(untie_at)}" if row.unties else row.tie_mode
-    if row.input_grad_scale is not None:
-        label += f", input grad ×{row.input_grad_scale:g}"
-    if row.embed_mult is not None:
-        label += f", embed lr ×{row.embed_mult:g}"
-    if row.head_mult is not None:
-        label += f", head lr ×{row.head_mult:g}"
+    for words, value in (('input grad', row.input_grad_scale), ('embed lr', row.embed_mult),
+                         ('head lr', row.head_mult)):
+        if value is not None:
+            label += f", {words} ×{value:g}"
     return label
 
 

@@ -45,14 +45,12 @@ class GridBar:
 
     def __init__(self, runs_total, runs_done, iters_total, iters_done, enabled):
         from tqdm import tqdm
-        self.tqdm = tqdm
         self.lines = enabled and not on_terminal()
         self.bar = tqdm(total=iters_total, initial=iters_done, disable=not enabled or self.lines, dynamic_ncols=True,
                         unit='it', smoothing=0.05, desc=f"runs {runs_done}/{runs_total}")
         self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
         self.iters_total, self.iters_done, self.iters_at_start = iters_total, iters_done, iters_done
         self.started = self.last_line = time.monotonic()
-        self.describe()
 
     def describe(self, running=None):
         self.running = self.running if running is None else running
@@ -84,7 +82,7 @@ class GridBar:
         if self.lines:
             print(line, flush=True)
         else:
-            self.tqdm.write(line)
+            self.bar.write(line)
 
     def close(self):
         self.bar.close()
@@ -111,9 +109,7 @@ def usable_cores():
 # ---------------------------------------------------------------- one run: its claim and its log
 
 class Busy(Exception):
-    def __init__(self, owner):
-        super().__init__(f"claimed by process {owner}")
-        self.owner = owner
+    """The run is claimed by another process: the exception's argument is its pid."""
 
 
 class Claim:
@@ -148,26 +144,22 @@ def output_to(path, whole_process):
     else Python's sys.stdout and sys.stderr only, so that a bar drawn on the terminal stays there."""
     sys.stdout.flush()
     sys.stderr.flush()
-    log = open(path, 'a', buffering=1, encoding='utf-8', errors='replace')
-    if not whole_process:
-        try:
+    with open(path, 'a', buffering=1, encoding='utf-8', errors='replace') as log:
+        if not whole_process:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 yield
+            return
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
         finally:
-            log.close()
-        return
-    saved = [os.dup(1), os.dup(2)]
-    try:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, old in zip((1, 2), saved):
-            os.dup2(old, fd)
-            os.close(old)
-        log.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
 
 
 def last_line(path):
@@ -181,9 +173,24 @@ def last_line(path):
     return lines[-1][:300] if lines else '(empty log)'
 
 
-def run_claimed(task, run_fn, progress, whole_process):
-    """run_fn on a run this process has claimed, its output in the run's log. ('done', outcome) or
-    ('failed', the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and raised."""
+def train_claimed(task, run_fn, progress, whole_process):
+    """Claim the run and train it: ('busy', the pid of the process that holds it), ('done', outcome) or
+    ('failed', why); a KeyboardInterrupt (Ctrl-C) is noted in the run's log and raised."""
+    try:
+        claim = Claim(task.run_dir)
+    except Busy as e:
+        return 'busy', e.args[0]
+    except OSError as e:  # no folder can be made there (a file in the way, no permission)
+        return 'failed', f"cannot claim {task.run_dir}: {e.strerror or e}"
+    with claim:
+        kind, value = run_logged(task, run_fn, progress, whole_process)
+    if kind == 'done':
+        progress.finish()  # outside the log: with --jobs=1, a line the bar prints is this command's
+    return kind, value
+
+
+def run_logged(task, run_fn, progress, whole_process):
+    """run_fn on a claimed run, its output in the run's log: ('done', outcome) or ('failed', the log's last line)."""
     log = os.path.join(task.run_dir, LOG_FILE)
     with output_to(log, whole_process):
         try:
@@ -195,16 +202,15 @@ def run_claimed(task, run_fn, progress, whole_process):
             print("error: " + " ".join(str(e).split()), file=sys.stderr)
         except Exception:
             traceback.print_exc()
-        finally:
-            getattr(progress, 'flush', lambda: None)()
     return 'failed', last_line(log)
 
 
-# ---------------------------------------------------------------- a run's share of the grid's progress (lib/progress.py)
+# ---------------------------------------------------------------- a run's share of the grid's bar, and the queue
 
 class RunProgress:
-    """One run's share of the grid's bar, in the process that holds the bar: told where a resumed run really
-    starts (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
+    """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a
+    resumed run really starts (the bar counted the checkpoint that planning saw, and another process may have
+    moved it on since)."""
 
     def __init__(self, bar, task):
         self.bar, self.task, self.counted = bar, task, 0
@@ -224,6 +230,30 @@ class RunProgress:
         pass
 
 
+class Grid:
+    """What the process that holds the bar knows of the grid: the runs to train, each with the moment from which
+    it may be tried, and the runs it has said are claimed elsewhere."""
+
+    def __init__(self, tasks, bar, on_done, on_failed):
+        self.queue = [(task, 0.0) for task in tasks]  # (task, not before)
+        self.bar, self.on_done, self.on_failed, self.told = bar, on_done, on_failed, set()
+
+    def due(self):
+        now = time.monotonic()
+        return [entry for entry in self.queue if entry[1] <= now]
+
+    def ended(self, task, kind, value):
+        """A try at a run ended as train_claimed says: one claimed elsewhere goes to the back of the queue."""
+        if kind == 'busy':
+            self.queue.append((task, time.monotonic() + RETRY_S))
+            if task.label not in self.told:
+                self.told.add(task.label)
+                say(self.bar, f"{task.label}: claimed by process {value}, which is training it; waiting for it")
+            return
+        (self.on_done if kind == 'done' else self.on_failed)(task, value)
+        getattr(self.bar, 'run_ended', lambda: None)()
+
+
 # ---------------------------------------------------------------- in this process, one run after another
 
 def run_here(tasks, run_fn, bar, on_done, on_failed):
@@ -231,42 +261,25 @@ def run_here(tasks, run_fn, bar, on_done, on_failed):
     with update()). A run claimed by another process goes to the back of the queue until it is free (then
     run_fn finds it finished, or resumes it). Ctrl-C: train.py's own handling saves the current run, and
     the KeyboardInterrupt is raised from here."""
-    queue, told = list(tasks), set()
-    while queue:
-        for task in list(queue):
-            try:
-                claim = Claim(task.run_dir)
-            except Busy as e:
-                if task.label not in told:
-                    told.add(task.label)
-                    say(bar, f"{task.label}: {e}, which is training it; waiting for it")
-                continue
-            except OSError as e:  # no folder can be made there (a file in the way, no permission)
-                queue.remove(task)
-                on_failed(task, f"cannot claim {task.run_dir}: {e.strerror or e}")
-                continue
-            queue.remove(task)
-            progress = RunProgress(bar, task)
-            with claim:
-                status, outcome = run_claimed(task, run_fn, progress, whole_process=False)
-            if status == 'done':
-                progress.finish()
-            (on_done if status == 'done' else on_failed)(task, outcome)
-            getattr(bar, 'run_ended', lambda: None)()
-        if queue:
+    grid = Grid(tasks, bar, on_done, on_failed)
+    while grid.queue:
+        due = grid.due()
+        if not due:
             time.sleep(RETRY_S)
+            continue
+        grid.queue.remove(due[0])
+        task = due[0][0]
+        grid.ended(task, *train_claimed(task, run_fn, RunProgress(bar, task), whole_process=False))
 
 
 # ---------------------------------------------------------------- in worker processes, side by side
 
-class Progress:
-    """The bar a run trains with in a worker: its iterations go to the parent's bar, a few times a second."""
+class ToParent:
+    """A worker's end of the pipe, which is also the grid's bar for its runs: their iterations go to the parent's
+    bar a few times a second, and always before the next message."""
 
     def __init__(self, conn):
         self.conn, self.pending, self.sent = conn, 0, time.monotonic()
-
-    def begin(self, start_iter):
-        self.conn.send(('start', start_iter))
 
     def update(self, n=1):
         self.pending += n
@@ -279,8 +292,9 @@ class Progress:
             self.conn.send(('progress', self.pending))
             self.pending, self.sent = 0, time.monotonic()
 
-    def set_postfix(self, *args, **kwargs):
-        pass
+    def send(self, message):
+        self.flush()
+        self.conn.send(message)
 
 
 def worker_main(conn, threads, run_fn):
@@ -289,27 +303,18 @@ def worker_main(conn, threads, run_fn):
     # means "stop at once", as in train.py). SIGINT was blocked while this process started.
     with contextlib.suppress(OSError, AttributeError):
         os.setsid()
+    parent = ToParent(conn)
     try:
         if hasattr(signal, 'pthread_sigmask'):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a Ctrl-C that came meanwhile lands here
         import torch
         torch.set_num_threads(threads)
-        conn.send(('ready', os.getpid()))
+        parent.send(('ready', os.getpid()))
         while (task := conn.recv()) is not None:
-            try:
-                claim = Claim(task.run_dir)
-            except Busy as e:
-                conn.send(('busy', e.owner))
-                continue
-            except OSError as e:  # no folder can be made there (a file in the way, no permission)
-                conn.send(('failed', f"cannot claim {task.run_dir}: {e.strerror or e}"))
-                continue
-            with claim:
-                status, outcome = run_claimed(task, run_fn, Progress(conn), whole_process=True)
-            conn.send((status, outcome))
+            parent.send(train_claimed(task, run_fn, RunProgress(parent, task), whole_process=True))
     except KeyboardInterrupt as e:
         with contextlib.suppress(OSError):
-            conn.send(('interrupted', str(e) or 'interrupted'))
+            parent.send(('interrupted', str(e) or 'interrupted'))
     except (EOFError, OSError):
         pass  # the parent is gone
 
@@ -320,7 +325,7 @@ class Worker:
     def __init__(self, context, threads, run_fn):
         self.conn, child = context.Pipe()
         self.pid = self.task = None
-        self.progress, self.groups, self.gone = None, set(), False
+        self.groups = set()
         # torch's thread pool (and inductor's compile pool) is sized from the environment at its import: the
         # worker starts with these two set, and this process's environment is put back as it was.
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
@@ -342,23 +347,18 @@ class Worker:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()
 
-    def give(self, task, bar):
-        self.task, self.progress = task, RunProgress(bar, task)
-        self.conn.send(task)
-
     def interrupt(self):
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGINT)
 
 
-class WorkerPool:
-    """run_in_workers' state: the workers, the queue, and what the parent has heard."""
+class WorkerPool(Grid):
+    """run_in_workers' state: the grid, the workers, and what the parent has heard."""
 
     def __init__(self, tasks, run_fn, jobs, threads, bar, on_done, on_failed):
+        super().__init__(tasks, bar, on_done, on_failed)
         self.context = multiprocessing.get_context('spawn')  # forking a process that has run torch can hang
-        self.run_fn, self.threads, self.bar, self.on_done, self.on_failed = run_fn, threads, bar, on_done, on_failed
-        self.queue = [(task, 0.0) for task in tasks]  # (task, not before)
-        self.told, self.stops, self.stopped, self.pids = set(), [], [], []
+        self.run_fn, self.threads, self.stops, self.stopped, self.pids = run_fn, threads, [], [], []
         self.jobs, self.workers = min(jobs, len(tasks)), []
 
     def start(self):
@@ -376,19 +376,17 @@ class WorkerPool:
         """Give every idle worker a run that is due: one of a group it has trained first, else one of a group
         no other worker has; so that under torch.compile each shape is compiled cold once, not once per worker
         at the same moment, and each worker reuses what it compiled."""
-        now = time.monotonic()
         for worker in self.workers:
-            if worker.pid is None or worker.task is not None or self.stops:
-                continue
-            due = [entry for entry in self.queue if entry[1] <= now]
-            if not due:
+            due = self.due()
+            if worker.pid is None or worker.task is not None or self.stops or not due:
                 continue
             elsewhere = set().union(*(w.groups | ({w.task.group} if w.task else set())
                                       for w in self.workers if w is not worker))
             entry = (next((e for e in due if e[0].group in worker.groups), None)
                      or next((e for e in due if e[0].group not in elsewhere), None) or due[0])
             self.queue.remove(entry)
-            worker.give(entry[0], self.bar)
+            worker.task = entry[0]
+            worker.conn.send(worker.task)
 
     def handle(self, worker, message):
         kind, value = message
@@ -396,31 +394,17 @@ class WorkerPool:
         if kind == 'ready':
             worker.pid = value
             self.pids.append(value)
-        elif kind == 'start':
-            worker.progress.begin(value)
         elif kind == 'progress':
-            worker.progress.update(value)
-        elif kind == 'busy':
-            self.queue.append((task, time.monotonic() + RETRY_S))
-            if task.label not in self.told:
-                self.told.add(task.label)
-                say(self.bar, f"{task.label}: claimed by process {value}, which is training it; waiting for it")
-            worker.task = None
-        elif kind == 'done':
-            worker.progress.finish()
-            worker.groups.add(task.group)
-            self.ended(worker, self.on_done, value)
-        elif kind == 'failed' or (kind == 'interrupted' and task is not None and not self.stops):
-            self.ended(worker, self.on_failed, value)  # (a SIGINT sent to the worker alone fails its run only)
-        elif kind == 'interrupted':
+            self.bar.update(value)
+        elif kind == 'interrupted' and (task is None or self.stops):
             if task is not None:
                 self.stopped.append((task, value))
             worker.task = None
-
-    def ended(self, worker, callback, value):
-        task, worker.task = worker.task, None
-        callback(task, value)
-        getattr(self.bar, 'run_ended', lambda: None)()
+        else:  # 'busy', 'done', 'failed'; or 'interrupted' by a SIGINT sent to the worker alone: its run failed
+            worker.task = None
+            if kind == 'done':
+                worker.groups.add(task.group)
+            self.ended(task, 'failed' if kind == 'interrupted' else kind, value)
 
     def listen(self):
         """Wait for messages (or a worker's end) for up to RETRY_S, and act on them."""
@@ -429,12 +413,13 @@ class WorkerPool:
         for worker in list(self.workers):
             if worker.conn not in ready and worker.process.sentinel not in ready:
                 continue
+            gone = False
             try:
                 while worker.conn.poll():
                     self.handle(worker, worker.conn.recv())
             except (EOFError, OSError):
-                worker.gone = True
-            if worker.gone or not worker.process.is_alive():
+                gone = True
+            if gone or not worker.process.is_alive():
                 self.lost(worker)
 
     def lost(self, worker):
@@ -447,7 +432,7 @@ class WorkerPool:
                             f"--jobs=1 trains in this process instead")
         if worker.task is not None and not self.stops:
             log = last_line(os.path.join(worker.task.run_dir, LOG_FILE))
-            self.ended(worker, self.on_failed, f"its process ended with exit code {code}; its log ends: {log}")
+            self.ended(worker.task, 'failed', f"its process ended with exit code {code}; its log ends: {log}")
         if self.queue and not self.stops:
             self.workers.append(Worker(self.context, self.threads, self.run_fn))
 
