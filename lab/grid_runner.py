@@ -51,6 +51,9 @@ class GridBar:
         self.runs_total, self.runs_done, self.running = runs_total, runs_done, 0
         self.iters_total, self.iters_done, self.iters_at_start = iters_total, iters_done, iters_done
         self.started = self.last_line = time.monotonic()
+        # The command's stdout as it is now: with --jobs=1 a run trains in this process with sys.stdout sent to its
+        # train.log, and the grid's lines written meanwhile belong on the console, not in the run's log.
+        self.out = sys.stdout
 
     def describe(self, running=None):
         self.running = self.running if running is None else running
@@ -80,9 +83,9 @@ class GridBar:
 
     def write(self, line):
         if self.lines:
-            print(line, flush=True)
+            print(line, file=self.out, flush=True)
         else:
-            self.bar.write(line)
+            self.bar.write(line, file=self.out)
 
     def close(self):
         self.bar.close()

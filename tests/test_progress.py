@@ -67,3 +67,8 @@ def test_ablate_without_a_terminal_writes_a_line_per_run_and_on_the_grids_progre
     assert re.search(r'^tied seed 1337: val loss', out, re.M)
     grid = re.findall(r'^grid: (\d)/2 runs done, ([\d,]+)/20 iterations \((\d+) %\), \d+m\d\ds elapsed', out, re.M)
     assert grid and grid[-1] == ('1', '20', '100')  # counted to the end (the line before the second run's end)
+    # with --jobs=1 a run trains in this process, its output going to its train.log: the grid's lines while it
+    # trains are still the command's, not the run's
+    assert ('0', '5', '25') in grid and ('1', '15', '75') in grid
+    for run in ('untied-seed1337', 'tied-seed1337'):
+        assert 'grid: ' not in (tmp_path / 'grid' / run / 'train.log').read_text(), run
