@@ -454,14 +454,16 @@ def plot_costs(path=FIGURE):
                 xs, ys, lows, highs = map(list, zip(*points))
                 err = [[d - lo for d, lo in zip(ys, lows)], [hi - d for d, hi in zip(ys, highs)]]
                 ax.errorbar(xs, ys, yerr=err, fmt=fmt, color=colour, mfc=mfc, capsize=3, label=f'{optimizer}, {what}')
-        line = fit(line_points(found, optimizer, 'best'))
+        best = line_points(found, optimizer, 'best')
+        line = fit(best)
         if line is not None:  # the best rates' line, from the largest size measured on to GPT-2 small
+            largest = best[-1][0]
             y, lo, hi = line[2](target)
             ax.errorbar([target], [y], yerr=[[y - lo], [hi - y]], fmt='*', color=colour, capsize=3, ms=10,
                         label=f'{optimizer}: the line carried to GPT-2 small')
             ax.annotate(f'{y:+.3f} [{lo:+.3f}, {hi:+.3f}]', (target, y), textcoords='offset points',
                         xytext=(-12, 22), ha='right', fontsize=7, color=colour)
-            ax.plot([xs[-1], target], [line[1] + line[0] * math.log10(xs[-1]), y], ':', color=colour)
+            ax.plot([largest, target], [line[1] + line[0] * math.log10(largest), y], ':', color=colour)
     ax.axhline(0, color='grey', lw=0.8)
     # the axis fits the measured intervals: a prediction interval far wider than them runs off it, its numbers beside
     measured = [bound for *_, cost, _ in found for rates in ('default', 'best') for bound in cost[rates]]
