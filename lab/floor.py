@@ -2,7 +2,6 @@
 
     python lab/floor.py [--data_dir=data] [--dataset=shakespeare_works_compact] [--iters=200 --batch_size=16
                         --block_size=64 --seed=1337]
-    python lab/floor.py --add_to=docs/results   # the summaries written before ablate.py computed the floor
 
 prints the cross-entropy (nats a token) on the dataset's validation split of
 - a unigram model: how often each token occurs, nothing of its context;
@@ -85,49 +84,19 @@ def floors(data_dir, iters=200, batch_size=16, block_size=64, seed=1337):
         seed=seed, discount=DISCOUNT)
 
 
-def floor_lines(floor, source='lab/floor.py'):
+def floor_lines(floor):
     """The floor as a few lines of Markdown, for a summary."""
-    return [f"Floor ({source}): on the same validation split, counting alone scores a unigram "
+    return [f"Floor (lab/floor.py): on the same validation split, counting alone scores a unigram "
             f"{floor['unigram_whole']:.3f} and an interpolated Kneser-Ney bigram {floor['bigram_whole']:.3f} fitted to "
             f"the whole training split ({floor['train_tokens']:,} tokens); fitted to what one run reads "
             f"({floor['iters']} x {floor['batch_size']} windows of {floor['block_size'] + 1} tokens, seed "
             f"{floor['seed']}), {floor['unigram_run']:.3f} and {floor['bigram_run']:.3f}."]
 
 
-def add_to_summaries(results_dir, data_dir):
-    """Give each summary under results_dir that predates the floor the one ablate.py would have computed from its
-    settings: into summary.json, and its line at the end of summary.md, marked as added afterwards."""
-    from lib.atomic_files import atomic_write_bytes
-    computed = {}
-    for name in sorted(os.listdir(results_dir)):
-        path = os.path.join(results_dir, name, 'summary.json')
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding='utf-8') as f:
-            info = json.load(f)
-        if info.get('floor'):
-            continue
-        cfg = info['config']
-        key = (cfg['dataset'], info['max_iters'], cfg['batch_size'] * cfg['gradient_accumulation_steps'],
-               cfg['block_size'], cfg['seed'])
-        if key not in computed:
-            computed[key] = floors(os.path.join(data_dir, key[0]), *key[1:])
-        info['floor'] = computed[key]
-        atomic_write_bytes(path, (json.dumps(info, indent=1) + '\n').encode())
-        md = os.path.join(results_dir, name, 'summary.md')
-        with open(md, encoding='utf-8') as f:
-            text = f.read().rstrip('\n')
-        line, = floor_lines(info['floor'], source='lab/floor.py, added after these runs')
-        atomic_write_bytes(md, (text + '\n\n' + line + '\n').encode())
-        print(f"{name}: bigram {info['floor']['bigram_whole']:.3f} whole, {info['floor']['bigram_run']:.3f} a run")
-
-
 def main(argv):
     from lib.command_line import parse_config
     cfg = parse_config(dict(data_dir='data', dataset='shakespeare_works_compact', iters=200, batch_size=16,
-                            block_size=64, seed=1337, add_to=''), argv)
-    if cfg['add_to']:
-        return add_to_summaries(cfg['add_to'], cfg['data_dir'])
+                            block_size=64, seed=1337), argv)
     floor = floors(os.path.join(cfg['data_dir'], cfg['dataset']), cfg['iters'], cfg['batch_size'], cfg['block_size'],
                    cfg['seed'])
     print(*floor_lines(floor))

@@ -640,3 +640,14 @@ def test_linear_cka_ignores_rotation_and_scale_and_its_floor_depends_on_the_shap
     assert linear_cka(X, 5 * X @ Q) == pytest.approx(1.0, abs=1e-9)
     assert linear_cka(X, torch.randn(300, 16)) < 0.2
     assert random_cka_floor(300, 16) < 0.15 < 0.5 < random_cka_floor(20, 64)  # n <= d: random looks aligned
+
+
+def test_the_floor_is_fitted_to_what_each_run_reads(tiny_data, tmp_path):
+    """summary.json's floor: the bigram fitted to a run's own windows, max_iters x the batch with its accumulation
+    steps, drawn with its seed (lab/floor.floors)."""
+    from lab.floor import floors
+    run_ablation(tiny_data, str(tmp_path), '--modes=untied', max_iters=6, eval_interval=3, gradient_accumulation_steps=2)
+    with open(os.path.join(tmp_path, 'summary.json'), encoding='utf-8') as f:
+        info = json.load(f)
+    assert info['floor'] == floors(os.path.join(tiny_data, 'tiny'), 6, 16, 16, info['config']['seed'])
+    assert info['floor']['run_tokens'] == 6 * 16 * 17

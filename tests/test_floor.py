@@ -52,28 +52,3 @@ def test_the_bigram_floor_is_below_the_unigram_on_text_with_structure():
     train, val = tokens[:4000], tokens[4000:]
     pairs = np.stack([train[:-1], train[1:]], axis=1)
     assert kneser_ney_bigram_loss(pairs, val, 10) < unigram_loss(train, val, 10) - 1.0
-
-
-def test_a_summary_from_before_the_floor_gets_the_one_its_own_settings_give(tmp_path):
-    """lab/floor.py --add_to: the floor of the summary's dataset, length, batch and seed, as ablate.py computes it,
-    into summary.json and (marked as added) summary.md; a summary that has one is left as it is."""
-    import json
-    from lab.floor import add_to_summaries, floors
-    data = tmp_path / 'data' / 'toy'
-    data.mkdir(parents=True)
-    rng = np.random.default_rng(1)
-    for split, n in (('train', 5000), ('val', 500)):
-        (rng.integers(0, 5, size=n) * 3 % 11).astype(np.uint16).tofile(data / f'{split}.bin')
-    (data / 'meta.json').write_text(json.dumps(dict(vocab_size=11, dtype='uint16')))
-    cfg = dict(dataset='toy', batch_size=4, gradient_accumulation_steps=2, block_size=8, seed=7)
-    for name, extra in (('old', {}), ('new', dict(floor=dict(bigram_whole=1.0)))):
-        (tmp_path / 'results' / name).mkdir(parents=True)
-        (tmp_path / 'results' / name / 'summary.json').write_text(json.dumps(dict(max_iters=30, config=cfg, **extra)))
-        (tmp_path / 'results' / name / 'summary.md').write_text('# a summary\n')
-    add_to_summaries(str(tmp_path / 'results'), str(tmp_path / 'data'))
-    old = json.loads((tmp_path / 'results' / 'old' / 'summary.json').read_text())
-    assert old['floor'] == floors(str(data), 30, 8, 8, 7)  # the batch counts its accumulation steps
-    assert old['floor']['run_tokens'] == 30 * 8 * 9
-    assert 'added after these runs' in (tmp_path / 'results' / 'old' / 'summary.md').read_text()
-    assert json.loads((tmp_path / 'results' / 'new' / 'summary.json').read_text())['floor'] == dict(bigram_whole=1.0)
-    assert (tmp_path / 'results' / 'new' / 'summary.md').read_text() == '# a summary\n'
