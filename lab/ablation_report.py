@@ -499,7 +499,9 @@ def lens_lines(info):
     """Claim 17: the tuned lens per layer, mean ± std over seeds, the logit lens beside it, and how far each layer
     is from the run's own final loss (the gap) as mode minus untied, by Welch's t."""
     layers = info['config']['n_layer'] + 1
-    lensed = {mode: cells for mode, cells in info['modes'].items() if cells['lens_tuned_0']['mean'] is not None}
+    # summaries made before the tuned lens have no lens keys at all
+    lensed = {mode: cells for mode, cells in info['modes'].items()
+              if cells.get('lens_tuned_0', {}).get('mean') is not None}
     if not lensed:
         return []
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]

@@ -651,3 +651,15 @@ def test_the_floor_is_fitted_to_what_each_run_reads(tiny_data, tmp_path):
         info = json.load(f)
     assert info['floor'] == floors(os.path.join(tiny_data, 'tiny'), 6, 16, 16, info['config']['seed'])
     assert info['floor']['run_tokens'] == 6 * 16 * 17
+
+
+def test_every_committed_summary_renders_again():
+    """ablation_report.markdown on each summary under docs/results/, the oldest (before the tuned lens, the floor,
+    best.pt) included: a summary re-rendered after the report grows a table is never a KeyError."""
+    import glob
+    paths = sorted(glob.glob(os.path.join(REPO_ROOT, 'docs', 'results', '*', 'summary.json')))
+    assert len(paths) > 50
+    for path in paths:
+        with open(path, encoding='utf-8') as f:
+            text = ablation_report.markdown(json.load(f))
+        assert '| mode |' in text, path
