@@ -145,6 +145,17 @@ def test_run_computes_what_was_recorded(name, reference, tmp_path, one_torch_thr
     assert (got['best_val_loss'], got['weights']) == (want['best_val_loss'], want['weights'])
 
 
+def test_run_as_a_script_it_records_what_the_tests_compare(reference, tmp_path):
+    """The documented command: every run, and this machine's name, which the_record() matches."""
+    import subprocess
+    _, data_dir = reference
+    out = tmp_path / 'record.json'
+    subprocess.run([sys.executable, __file__, data_dir, str(out)], check=True, capture_output=True, timeout=300,
+                   env=dict(os.environ, OMP_NUM_THREADS='1'))
+    made = json.loads(out.read_text())
+    assert made == dict(reference[0], _machine=this_machine())
+
+
 def main(data_dir, out):
     """Record every run into out."""
     import tempfile
