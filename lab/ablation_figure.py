@@ -8,7 +8,7 @@ import statistics
 
 from lab.ablation_grid import UNTIE_ROW
 from lib.atomic_files import atomic_path
-from lab.run_results import EARLY_FRACTION
+from lab.run_results import EARLY_FRACTION, lensed_rows
 
 
 def pyplot():
@@ -268,7 +268,7 @@ def plot_tuned_lens(path, info):
     their range, one colour per mode. False, with no file, where no row has the lens."""
     plt = pyplot()
     layers = info['config']['n_layer'] + 1
-    lensed = {mode: cells for mode, cells in info['modes'].items() if cells.get('lens_tuned_0', {}).get('mean') is not None}
+    lensed = lensed_rows(info)
     if plt is None or not lensed:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.8))

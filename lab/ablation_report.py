@@ -19,7 +19,7 @@ from lab.grid_runner import LOG_FILE
 from lab.floor import floor_lines
 from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
-                             alignment_numbers, bucket_numbers, lens_keys, lens_numbers, number, read_metrics, read_result,
+                             alignment_numbers, bucket_numbers, lens_keys, lens_numbers, lensed_rows, number, read_metrics, read_result,
                              run_numbers)
 
 
@@ -497,11 +497,9 @@ def gradient_source_lines(info):
 
 def lens_lines(info):
     """Claim 17: the tuned lens per layer, mean ± std over seeds, the logit lens beside it, and how far each layer
-    is from the run's own final loss (the gap) as mode minus untied, by Welch's t."""
+    is from the run's own final loss (the gap) as mode minus untied, paired by seed."""
     layers = info['config']['n_layer'] + 1
-    # summaries made before the tuned lens have no lens keys at all
-    lensed = {mode: cells for mode, cells in info['modes'].items()
-              if cells.get('lens_tuned_0', {}).get('mean') is not None}
+    lensed = lensed_rows(info)
     if not lensed:
         return []
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]

@@ -336,6 +336,13 @@ def lens_keys(n_layer):
     return [f'lens_{kind}_{layer}' for kind in ('tuned', 'logit', 'gap') for layer in range(n_layer + 1)]
 
 
+def lensed_rows(info):
+    """{mode: its cells} of a summary's rows that went through the tuned lens; a summary made before the lens has
+    no lens keys at all."""
+    return {mode: cells for mode, cells in info['modes'].items()
+            if cells.get('lens_tuned_0', {}).get('mean') is not None}
+
+
 def lens_numbers(run_dir, cfg):
     """The lens_keys of one run's ckpt.pt: from LENS_FILE when it describes that file there now, else by training
     its translators (on cfg's device, about a minute on one thread for experiment 5's BPE model) and writing it.
