@@ -18,6 +18,8 @@
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
+#   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
+#                                                 # untied with sqrt(d) input scaling: one seed, half length
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,13 +33,17 @@ optimizers() {  # SIZE: Muon at every size, AdamW where the tables script says
 }
 
 sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each best has a trained cell on every side
-    local out=out-exp7-sweep-$2-$1 modes wider
-    modes=$(python $tables grid "$2" ${3:-})
+    sweep_rows "$1" "$2" out-exp7-sweep-$2-$1 "$(python $tables grid "$2" ${3:-})"
+}
+
+sweep_rows() {  # MODEL OPTIMIZER OUT_DIR ROWS [FLAG...]: sweep() with its rows, out dir and extra ablate.py flags given
+    local model=$1 optimizer=$2 out=$3 modes=$4 wider
+    shift 4
     # run again, a sweep starts from every row it trained before, so that its three widenings are three more
     [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out")
     for _ in 1 2 3 4; do
-        python ablate.py "config/ladder_$1.py" $(python $tables flags half) --optimizer="$2" --modes="$modes" \
-            --out_dir="$out"
+        python ablate.py "config/ladder_$model.py" $(python $tables flags half) --optimizer="$optimizer" \
+            --modes="$modes" "$@" --out_dir="$out"
         wider=$(python $tables widen "$out")
         [ "$wider" = "$modes" ] && return
         modes=$wider
@@ -68,7 +74,7 @@ top() {  # N OUT_DIR: each mode's N best cells of a sweep (from docs/results/ wh
     python - "$@" <<'PY'
 import sys
 from lab.experiment7_tables import sweep_cells, best_rows
-_, untied, tied = sweep_cells(sys.argv[2], committed=True)
+_, untied, tied, _ = sweep_cells(sys.argv[2], committed=True)
 rows = []
 for k in range(int(sys.argv[1])):
     u = dict(sorted(untied.items(), key=lambda kv: kv[1])[k:k + 1])
@@ -148,6 +154,14 @@ shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, un
     best=$(python $tables best out-exp7-sweep-adamw-w160_shallow)
     python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$best" --seeds=5 \
         --out_dir=out-exp7-confirm-adamw-w160_shallow ;;
+remedy_sweep)  # AdamW at w160: each remedy at its own rate, one seed, half length, the control's best setting (warmup
+    # 100 of the full 200 steps, so 50 here; the ends' decay coupled, or per_step as the argument). The sqrt(d) rows
+    # (tied from x1 up, untied's two rates) have a sweep of their own, --emb_scale being the command's flag.
+    decay=${1:-coupled}
+    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay" "$(python $tables grid remedies)" \
+        --warmup_iters=50 --ends_decay="$decay"
+    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay-emb_scale" "$(python $tables grid remedies_emb_scale)" \
+        --warmup_iters=50 --ends_decay="$decay" --emb_scale=true ;;
 horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
     # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary
     for size in ${@:-w128 w160}; do
@@ -161,6 +175,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep [SIZE...]" >&2
     exit 2 ;;
 esac

@@ -18,6 +18,7 @@ memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muo
 import json
 import math
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +43,16 @@ RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 
 # widen() moves any edge out.
 GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
          'adamw': dict(embed=(30, 100, 300), head=(1, 3, 10), tied=(1, 3, 10, 30))}
+# Each remedy under AdamW at w160 (config/experiment7.sh remedy_sweep): a family of rows that differ only in the shared
+# matrix's rate, swept along it alone; untied keeps its two rates. Plain tied's best was x100 (the control stage), and
+# a remedy that changes the input side's scale moves that best, so each family starts around it and widen() moves
+# its edges; sqrt(d) input scaling multiplies what the lookup feeds the blocks by 12.6 at width 160, so its sweep
+# starts at x1. --emb_scale is a flag of the command, not of a row: its rows have a sweep (an out dir) of their own.
+REMEDY_RATES = (30, 100, 300)
+REMEDY_FAMILIES = ('tied', 'shuffle', 'proj', 'pit', 'tied_untie', 'tied_igs4', 'tied_igs16')
+REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES for e in REMEDY_RATES],
+                'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)]
+                + [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10, 30)]}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 # The horizon stage: one epoch of the works' training split (1,376 windows of 16 x 64 tokens), the schedule's shape kept
 # (warmup an eighth of the run, cosine over all of it), and an evaluation every eighth on 50 fixed batches of each
@@ -281,7 +292,20 @@ def sweep_cells(out_dir, committed=False):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
     with open(path, encoding='utf-8') as f:
         info = json.load(f)
-    return list(info['modes']), *rate_cells(info)
+    return list(info['modes']), *rate_cells(info), family_cells(info)
+
+
+def family_cells(info, key='val_loss_all'):
+    """{family: {shared matrix's rate: loss}} for a sweep's one-rate rows other than plain tied (rate_cells has those):
+    a family is a row's name without its _eX, e.g. shuffle, tied_igs4, tied_untie; mean over seeds."""
+    from lab.ablation_grid import parse_row
+    families = {}
+    for mode, cells in info['modes'].items():
+        row, loss = parse_row(mode), cells.get(key, {}).get('mean')
+        name = re.sub(r'_e[0-9.e+-]+(?=_|$)', '', mode)
+        if loss is not None and row.tie_mode != 'untied' and name != 'tied':
+            families.setdefault(name, {})[row.embed_mult or 1.0] = loss
+    return families
 
 
 def neighbours(rate):
@@ -290,34 +314,39 @@ def neighbours(rate):
     return RUNGS[max(0, i - 1):i + 2]
 
 
-def at_the_ladders_end(untied, tied):
+def at_the_ladders_end(untied, tied, families=None):
     """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
     ends = (RUNGS[0], RUNGS[-1])
-    rates = [*(min(untied, key=untied.get) if untied else ()), *([min(tied, key=tied.get)] if tied else [])]
+    rates = [*(min(untied, key=untied.get) if untied else ()),
+             *(min(cells, key=cells.get) for cells in [tied, *(families or {}).values()] if cells)]
     return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
 
 
-def missing_neighbours(untied, tied):
-    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best, tied's either side."""
+def missing_neighbours(untied, tied, families=None):
+    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best; tied's, and each
+    other family's, either side."""
     rows = []
     if untied:
         e, h = min(untied, key=untied.get)
         rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(e) for b in neighbours(h)
                  if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in untied)]
-    if tied:
-        rows += [f'tied_e{a:g}' for a in neighbours(min(tied, key=tied.get)) if not any(math.isclose(a, x) for x in tied)]
+    for name, cells in ({'tied': tied} | (families or {})).items():
+        if cells:
+            rows += [f'{name}_e{a:g}' for a in neighbours(min(cells, key=cells.get))
+                     if not any(math.isclose(a, x) for x in cells)]
     return rows
 
 
-def best_rows(untied, tied):
-    """The best cells as the confirmation's rows: a rate at x1 is the default, left unwritten."""
+def best_rows(untied, tied, families=None):
+    """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
     rows = []
     if untied:
         e, h = min(untied, key=untied.get)
         rows.append('untied' + (f'_e{e:g}' if e != 1 else '') + (f'_h{h:g}' if h != 1 else ''))
-    if tied:
-        e = min(tied, key=tied.get)
-        rows.append('tied' + (f'_e{e:g}' if e != 1 else ''))
+    for name, cells in ({'tied': tied} | (families or {})).items():
+        if cells:
+            e = min(cells, key=cells.get)
+            rows.append(name + (f'_e{e:g}' if e != 1 else ''))
     return rows
 
 
@@ -328,22 +357,22 @@ def main(argv):
     elif command == 'flags':
         print(' '.join({'half': half_flags(), 'time': TIME_FLAGS, 'horizon': HORIZON_FLAGS}[argv[1]]))
     elif command == 'grid':
-        print(','.join(grid_rows(argv[1], tied_only=argv[2:] == ['tied'])))
+        print(','.join(REMEDY_GRIDS[argv[1]] if argv[1] in REMEDY_GRIDS else grid_rows(argv[1], argv[2:] == ['tied'])))
     elif command == 'widen':
-        rows, untied, tied = sweep_cells(argv[1])
-        print(','.join(rows + missing_neighbours(untied, tied)))
+        rows, *cells = sweep_cells(argv[1])
+        print(','.join(rows + missing_neighbours(*cells)))
     elif command == 'best':
-        _, untied, tied = sweep_cells(argv[1], committed=True)
-        missing = missing_neighbours(untied, tied)
+        _, *cells = sweep_cells(argv[1], committed=True)
+        missing = missing_neighbours(*cells)
         if missing:
             raise SystemExit(f"{argv[1]}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                              f"run its sweep stage again, which widens the grid")
-        ends = at_the_ladders_end(untied, tied)
+        ends = at_the_ladders_end(*cells)
         if ends:
             raise SystemExit(f"{argv[1]}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
                              f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                              f"sweep stage again")
-        print(','.join(best_rows(untied, tied)))
+        print(','.join(best_rows(*cells)))
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
               *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')

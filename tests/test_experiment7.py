@@ -173,6 +173,25 @@ def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tabl
     assert run_tables(tables, 'best', out_dir) == 'untied_e30_h3,tied'  # tied at x1 is the default row
 
 
+def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tables, tmp_path):
+    rows = tables.REMEDY_GRIDS['remedies']
+    losses = {row: 5.0 for row in rows}
+    # shuffle best at its lowest rate, tied_igs4 at its highest, pit inside at x100; the untie row at x30
+    losses.update({'shuffle_e30': 4.0, 'tied_igs4_e300': 4.1, 'pit_e100': 4.2, 'tied_untie_e30': 4.3})
+    out_dir = write_sweep(tmp_path, losses)
+    widened = run_tables(tables, 'widen', out_dir).split(',')
+    assert widened[:len(rows)] == rows
+    # each family's edge moves on its own; a family that wins nowhere (its rows all tie) adds the rung below its first
+    added = set(widened[len(rows):])
+    assert {'shuffle_e10', 'tied_igs4_e1000', 'tied_untie_e10'} <= added
+    assert not any(row.startswith('pit_') for row in added)
+    losses.update({row: 6.0 for row in added})
+    out_dir = write_sweep(tmp_path, losses)
+    best = run_tables(tables, 'best', out_dir).split(',')
+    assert {'shuffle_e30', 'tied_igs4_e300', 'pit_e100', 'tied_untie_e30'} <= set(best)
+    assert len(best) == len(tables.REMEDY_FAMILIES)  # one row a family, plain tied among them
+
+
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
                                                                                          monkeypatch):
     losses = {row: 5.0 for row in tables.grid_rows('muon')}
