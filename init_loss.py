@@ -112,7 +112,7 @@ def default_init_stds(init, n_embd):
       16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1 at d = 128. The full sqrt(d/3) only
       with emb_scale, where s = sqrt(d) outweighs p.
     - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2),
-      the dilution of DESIGN's section 1. Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
+      the dilution by learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
       self term is gone. The default blocks are not the identity, so (*) is not expected to
       hold exactly; the table shows by how much it misses.
     """

@@ -27,7 +27,7 @@ from lib.command_line import run_cli
 from lib.machine import Throughput, flops_per_token, process_group
 from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import get_batch, load_splits
-from lib.probes import Instruments, copy_probe
+from lib.probes import Instruments, copy_probe, start_line
 from lib.progress import training_progress
 from lib.training_run import Run, parse_settings
 from model import GPT
@@ -57,10 +57,11 @@ DEFAULTS = dict(
     dropout=0.0,                    # dropout probability in the blocks and after the embeddings
     bias=False,                     # biases in the blocks' Linears and LayerNorms (never in the head)
     vocab_size=None,                # None: the dataset's vocabulary
-    init_std=0.02,                  # sigma: the std of every weight matrix at init, the shared one included
+    # the init where tying's trap shows ((*)); GPT-2's (0.02, no scaling) hides it: config/ files state their own
+    init_std=0.0884,                # sigma: the std of every weight matrix at init, the shared one included (1/sqrt(d))
     tie_mode='tied',                # how the head relates to the token embedding (model.TIE_MODES)
-    emb_scale=False,                # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
-    zero_init_residual=False,       # zero the residual output projections: every block starts as the identity
+    emb_scale=True,                 # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
+    zero_init_residual=True,        # zero the residual output projections: every block starts as the identity
     shuffle_groups=4,               # g for tie_mode=shufflenet (must divide n_embd)
     gelu_approx='none',             # 'tanh' is GPT-2's GELU; a pretrained start sets it
     input_grad_scale=1.0,           # k: the token lookup's gradient times k (Lopardo et al. 2026; model.ScaleGrad)
@@ -233,6 +234,7 @@ def train(cfg, progress=None):
             run.print_header(splits, raw_model, tokens_per_iter)
         bar = progress or training_progress(cfg['max_iters'], iter_num, cfg['tie_mode'], master and cfg['progress'])
         speed, last = Throughput(flops_per_token(raw_model, cfg['block_size']), device, proc.dtype), {}
+        start, copying = None, None  # the first evaluation's val loss; the copy probe while the head still copies
 
         with run.guarded(lambda: iter_num) as interrupted, (nullcontext() if progress else bar):
             while True:
@@ -247,6 +249,12 @@ def train(cfg, progress=None):
                     row.update(train_loss=f"{last['train']:.4f}", val_loss=f"{last['val']:.4f}",
                                **{key: f"{value:.4g}" for key, value in probe.items()})
                     best_val_loss = run.evaluated(iter_num, last, best_val_loss, fingerprint)
+                    # the lesson on the console: the start beside log n and (*); the copy probe while the head copies
+                    copies = probe['copy_prob'] > 3 * max(probe['repeat_rate'], 1 / raw_model.config.vocab_size)
+                    copying = probe['copy_prob'] if copies else None
+                    if iter_num == 0 and run.pretrained is None and master and progress is None:
+                        start = last['val']
+                        bar.write(start_line(raw_model.config, cfg['tie_mode'], start, probe, copies))
                 if iter_num >= cfg['max_iters'] or interrupted:
                     if row:
                         run.log(row, iter_num, lr, speed.last, speed.elapsed(), fingerprint)
@@ -276,7 +284,8 @@ def train(cfg, progress=None):
                     row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}",
                                **(dict(grad_in=f"{sources[0]:.4g}", grad_out=f"{sources[1]:.4g}") if sources else {}))
                     run.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
-                    bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val')),
+                    copy = {} if copying is None else dict(copy=f"{100 * copying:.0f}%")
+                    bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val'), **copy),
                                     refresh=False)
                 iter_num += 1
                 bar.update(1)
@@ -288,7 +297,8 @@ def train(cfg, progress=None):
                    data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
     if master and not progress:
         print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
-              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f}); checkpoint {run.ckpt_path}")
+              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f})"
+              + (f", from {start:.4f} at the start" if start is not None else '') + f"; checkpoint {run.ckpt_path}")
     return summary
 
 

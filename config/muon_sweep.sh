@@ -14,9 +14,11 @@ mkdir -p "$out"
 # --muon_qkv=fused: the sweep was run with c_attn's q, k, v orthogonalised as one matrix, before split became the
 # default; it redoes those numbers (docs/optimizers.md). Not swept again with the slices apart.
 runs=()
-for lr in 5e-4 1e-3 2e-3 4e-3 8e-3 1.6e-2; do runs+=("muon_lr${lr}_m0.95 --optimizer=muon --muon_qkv=fused --muon_lr=$lr --muon_momentum=0.95"); done
-for m in 0.9 0.98; do runs+=("muon_lr${best}_m$m --optimizer=muon --muon_qkv=fused --muon_lr=$best --muon_momentum=$m"); done
-runs+=("adamw --optimizer=adamw")
+# The init it was run with, GPT-2's (train.py's default then), stated: the sweep redoes its numbers whatever the default.
+gpt2_init="--init_std=0.02 --emb_scale=false --zero_init_residual=false"
+for lr in 5e-4 1e-3 2e-3 4e-3 8e-3 1.6e-2; do runs+=("muon_lr${lr}_m0.95 $gpt2_init --optimizer=muon --muon_qkv=fused --muon_lr=$lr --muon_momentum=0.95"); done
+for m in 0.9 0.98; do runs+=("muon_lr${best}_m$m $gpt2_init --optimizer=muon --muon_qkv=fused --muon_lr=$best --muon_momentum=$m"); done
+runs+=("adamw $gpt2_init --optimizer=adamw")
 printf '%s\n' "${runs[@]}" | OMP_NUM_THREADS=1 xargs -P 2 -L 1 bash -c '
     name=$0; dir='"$out"'/$name
     if [ -f "$dir/done" ]; then exit 0; fi

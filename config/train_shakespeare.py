@@ -24,3 +24,9 @@ lr_decay_iters = 3000
 min_lr = 6e-5
 beta2 = 0.95
 warmup_iters = 100
+
+# The initialisation this config's numbers were made with (GPT-2's: train.py's default until the default became
+# the one that shows the trap), stated so that they reproduce whatever train.py's default is now.
+init_std = 0.02
+emb_scale = False
+zero_init_residual = False

@@ -3,10 +3,13 @@ logged to metrics.csv (how much of a copying machine the model is), and pit's tw
 as an untied model would hold them; and the Instruments object through which train.py carries them all."""
 
 import contextlib
+import math
 
 import torch
 
+from lib.init_loss_formula import predicted_initial_loss
 from lib.optimizers import untie_head
+from model import TIE_MODES
 
 
 def copy_probe(logits, idx, targets):
@@ -22,6 +25,18 @@ def copy_probe(logits, idx, targets):
     return dict(copy_prob=(self_logit - logits.logsumexp(-1)).exp().mean().item(),
                 repeat_rate=(targets == idx).float().mean().item(),
                 self_margin=(self_logit - logits.mean(-1)).mean().item())
+
+
+def start_line(config, tie_mode, val_loss, probe, copying):
+    """train.py's first line of a fresh run: its first evaluation beside what it means. A uniform guess scores log n,
+    (*) predicts this mode's start (docs/initial-loss.md), and the copy probe says whether the head copies its input
+    (copying: it gives the current token three times what the text's repeats or a uniform guess would), as plain
+    tying's does."""
+    why = "the head copies its input, the current token scoring far above every other" if copying \
+        else TIE_MODES[tie_mode].what
+    return (f"start: val loss {val_loss:.2f} against log n = {math.log(config.vocab_size):.2f} for a uniform guess; "
+            f"(*) predicts {predicted_initial_loss(config):.2f} for {tie_mode}: {why}; {100 * probe['copy_prob']:.0f} % "
+            f"of the probability on the current token, which comes next {100 * probe['repeat_rate']:.0f} % of the time")
 
 
 @torch.no_grad()

@@ -30,6 +30,9 @@ class IterationLines:
             self.shown_val = val
         print(f"{self.desc}: iter {self.n}/{self.total}: " + ", ".join(parts), flush=True)
 
+    def write(self, line):
+        print(line, flush=True)
+
     def __enter__(self):
         return self
 

@@ -25,7 +25,7 @@ LINK = re.compile(r'!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"
 PATH = re.compile(r'(?<![\w./-])((?:%s)/[\w./*{},$<>-]*[\w*}/>])' % '|'.join(re.escape(f) for f in FOLDERS))
 BARE_NAME = re.compile(r'(?<![\w./$}-])([\w-]+\.(?:py|md|sh))\b')
 # Notes a reader of the repository cannot open, and issues cited by number (or as "the issue") without their project.
-UNOPENABLE = re.compile(r"\bDESIGN\.md\b|\(?\bissues? ?#?\d+|#\d+ issue|\bissue-\d+|\(issue\b|\bthe issue's\b", re.I)
+UNOPENABLE = re.compile(r"(?-i:\bDESIGN\b)(?:\.md\b)?|\(?\bissues? ?#?\d+|#\d+ issue|\bissue-\d+|\(issue\b|\bthe issue's\b", re.I)
 SECTION = re.compile(r'(?<![\w./-])((?:[\w-]+/)*[\w-]+\.md|README)\)?,\s+"([^"]+)"')
 # A word in capitals (SIZE, DIR, FILE), path/to, or a value a script fills in: $size, <size>, f'{size}'.
 PLACEHOLDER = re.compile(r'(?:^|[/_.<-])(?:[A-Z][A-Z0-9]*)(?:$|[/_.>-])|path/to|[$<]|\{[^{},]*(?:\}|$)')
@@ -189,6 +189,8 @@ def test_the_checks_see_what_they_check():
         'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/machine.no_such_function', 'docs/exp6_rates_sgd.png']
     assert missing_sections('lib/machine.py', '(docs/performance.md, "A padded vocabulary") '
                             '(docs/experiment6.md, "Wall time") (README, "The knobs")') == ['docs/experiment6.md, "Wall time"']
+    assert unopenable_citations("DESIGN's section 1") == ["DESIGN"]  # the notes named without their file name too
+    assert unopenable_citations("a design of its own") == []
     assert unopenable_citations("(DESIGN.md 2c) (issue 39) issue #12 (issue: the 2026 probes) the issue's 6 hours "
                                 '[karpathy/build-nanogpt issue #89](https://github.com/karpathy/build-nanogpt/issues/89) '
                                 'modded-nanogpt PR #323') == ['DESIGN.md', '(issue 39', 'issue #12', '(issue', "the issue's"]

@@ -31,7 +31,9 @@ SHARED_TEXT = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'shared', 'da
 
 BASE = ['--dataset=shakespeare_char', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=8',
         '--max_iters=20', '--eval_interval=10', '--eval_iters=2', '--log_interval=1', '--warmup_iters=4',
-        '--learning_rate=3e-3', '--device=cpu', '--dtype=float32', '--compile=false', '--progress=false']
+        '--learning_rate=3e-3', '--device=cpu', '--dtype=float32', '--compile=false', '--progress=false',
+        # the init the records were made with (GPT-2's, train.py's default then), stated so they hold whatever it is now
+        '--init_std=0.02', '--emb_scale=false', '--zero_init_residual=false']
 RUNS = {mode: [f'--tie_mode={mode}'] for mode in TIE_MODES}
 RUNS.update({
     'tied_zero_emb_scale': ['--tie_mode=tied', '--zero_init_residual=true', '--emb_scale=true'],
