@@ -445,8 +445,9 @@ def claim_18_and_19_numbers(results):
 
 def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(results, monkeypatch):
     """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate, every
-    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in README's row
-    18 or 19 and in docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
+    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in findings.md's
+    row 18 (Muon), 18 (AdamW) or 19, or in the section of docs/experiment7.md that the row links to, and in
+    docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
     monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
     numbers = claim_18_and_19_numbers(results)
     assert any(key.endswith('_best') for key in numbers), 'no confirmation committed'
