@@ -316,8 +316,51 @@ def markdown_block(path, start):
 
 
 def findings_row(claim):
-    """Claim `claim`'s row of the findings table (FINDINGS), as one line of text."""
+    """Claim `claim`'s row of the findings table (FINDINGS), as one line of text. A claim the table splits by
+    optimizer has a row for each half, addressed by its first cell: findings_row('18 (Muon)'), '18 (AdamW)'."""
     return markdown_block(FINDINGS, f'| {claim} |')
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lowercase, markup and punctuation dropped (but '-' and '_'), spaces to '-'."""
+    text = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', heading.strip())  # a link in a heading anchors on its text
+    return re.sub(r'[^\w\- ]', '', text.lower()).replace(' ', '-')
+
+
+def findings_section(claim):
+    """The section of an experiment's page that claim `claim`'s findings row links to for its details
+    ('[details](experiment7.md#claim-18-under-muon)'): the text under that heading up to the next heading of its
+    level or above, without the heading, its whitespace collapsed to single spaces. The numbers a row is too short
+    to hold are tested here, where the row sends its reader."""
+    links = re.findall(r'\]\(([\w.-]+\.md)#([\w-]+)\)', findings_row(claim))
+    assert len(links) == 1, f"findings row {claim!r} links to {len(links)} sections, not one: {links}"
+    file, anchor = links[0]
+    with open(os.path.join(REPO_ROOT, os.path.dirname(FINDINGS), file), encoding='utf-8') as f:
+        lines = f.read().splitlines()
+    level, body, fence = None, [], None
+    for line in lines:
+        if fence is None and line.startswith(('```', '~~~')):
+            fence = line[:3]
+        elif fence and line.startswith(fence):
+            fence = None
+        heading = None if fence or line.startswith(('```', '~~~')) else re.match(r'(#{1,6})\s+(.*?)\s*#*\s*$', line)
+        if level is not None and heading and len(heading.group(1)) <= level:
+            break
+        if level is not None:
+            body.append(line)
+        elif heading and slug(heading.group(2)) == anchor:
+            level = len(heading.group(1))
+    assert level is not None, f"{file} has no heading #{anchor} (findings row {claim!r})"
+    return ' '.join(' '.join(body).split())
+
+
+def findings_text(key):
+    """What assert_quotes reads for the findings: a claim (14, '18 (Muon)') for its row, ('details', claim) for the
+    section its row links to (findings_section)."""
+    if isinstance(key, tuple):
+        assert key[0] == 'details', key
+        return findings_section(key[1])
+    return findings_row(key)
 
 
 def _spans(text, clauses):

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import as_prose, assert_quotes, findings_row, markdown_block
+from conftest import as_prose, assert_quotes, findings_row, findings_text, markdown_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,6 +113,25 @@ def test_readme_row_17_quotes_the_lens_gap_after_block_1_and_no_layer_differs_wh
         numbers[f"{SETTINGS[optimizer]}_{'default' if rates == 'default rates' else 'best'}"] = gaps[1]
     assert_quotes({17: LENS_QUOTES}, numbers, findings_row, 'README row')
     assert_quotes({'**17. ': DOC_LENS_QUOTES}, numbers, lambda start: markdown_block(DOC, start), DOC)
+
+
+# The controls of the ends' decay, tied − untied each at its best rates with the ends' decay per step held at ×1's
+# (or none): row 14 quotes AdamW's; row 15 leaves Muon's (q, k, v apart) to the verdict it links to, ('details', 15).
+DECAY_QUOTES = {
+    14: [("{adamw_per_step} with the ends' decay per step held at ×1's", None, '(AdamW, BPE')],
+    ('details', 14): [("{adamw_per_step} with the ends' decay per step held at ×1's", None, None)],
+    ('details', 15): [("{split_per_step} with the ends' decay per step held at ×1's ({split_none} with none)", None,
+                       'q, k and v orthogonalised apart')],
+}
+
+
+def test_rows_14_and_15_and_the_verdicts_they_link_to_quote_the_decay_controls():
+    tables = tables_module()
+    sources = tables.decay_sources(tables.confirm_sources())
+    numbers = {f"{SETTINGS[optimizer]}_{form}": paired_only(tables.diff(rows['tied_best'], rows['untied_best']))
+               for optimizer, forms in sources.items() for form, rows in forms.items()}
+    quoted = {key: numbers[key] for key in ('adamw_per_step', 'split_per_step', 'split_none')}
+    assert_quotes(DECAY_QUOTES, quoted, findings_text, 'findings')
 
 
 def test_a_number_beside_another_setting_fails_the_check():

@@ -19,7 +19,7 @@ import pytest
 
 import ablate
 import train
-from conftest import assert_quotes, findings_row, markdown_block
+from conftest import assert_quotes, findings_text, markdown_block
 from lib import command_line
 from lab.ablation_figure import rate_cells
 
@@ -366,21 +366,29 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
     assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
 
 
-# Where each of claims 18 and 19's numbers stands and what stands beside it: (block's start) -> [(phrase, clause,
-# sentence)], as in tests/test_experiment6.py (conftest.assert_quoted): the phrase with its numbers in the block, and
-# clause (sentence), where given, in the phrase's clause (sentence). Each size's number is bound to its size by name
-# (w64) or by its place in a list the phrase spells out (from w64 to w160), each optimizer's by its sentence.
+# Where each of claims 18 and 19's numbers stands and what stands beside it: (block) -> [(phrase, clause, sentence)],
+# as in tests/test_experiment6.py (conftest.assert_quoted): the phrase with its numbers in the block, and clause
+# (sentence), where given, in the phrase's clause (sentence). Each size's number is bound to its size by name (w64) or
+# by its place in a list the phrase spells out (from w64 to w160), each optimizer's by its sentence. A block is a row
+# of the findings table (claim 18 has one under Muon and one under AdamW) or, ('details', row), the section of
+# docs/experiment7.md that the row links to for what it is too short to hold (conftest.findings_text).
+MUON_BEST = ('each at its best {muon_w64_best}, {muon_w96_best} ({muon_w96_check} with tied at ×10, the rate a '
+             'full-length run prefers), {muon_w128_best}, {muon_w160_best} from w64 to w160')
 README_QUOTES = {
-    18: [('at the default rates {muon_w64_default}, {muon_w96_default}, {muon_w128_default}, {muon_w160_default}',
-          None, 'under Muon'),
-         ('each at its best {muon_w64_best}, {muon_w96_best} ({muon_w96_check} with tied at ×10, the rate a '
-          'full-length run prefers), {muon_w128_best}, {muon_w160_best}', None, 'under Muon'),
-         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
-          'under Muon'),
-         ('at the smallest size {adamw_w64_default} at the default rates and {adamw_w64_best} each at its best', None,
-          'Under AdamW'),
-         ('at the largest {adamw_w160_default} at the default rates and {adamw_w160_best} each at its best', None,
-          'Under AdamW')],
+    '18 (Muon)': [(MUON_BEST, None, 'under Muon')],
+    ('details', '18 (Muon)'): [
+        ('at the default rates {muon_w64_default}, {muon_w96_default}, {muon_w128_default}, {muon_w160_default}',
+         None, 'under Muon'),
+        (MUON_BEST, None, 'under Muon'),
+        ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
+         'under Muon')],
+    '18 (AdamW)': [('{adamw_w64_best} at w64 (2 layers)', None, 'under AdamW, each at its best'),
+                   ('{adamw_w160_best} at w160 (20 layers)', None, 'under AdamW, each at its best')],
+    ('details', '18 (AdamW)'): [
+        ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
+         'at its best', None, 'Under AdamW'),
+        ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} each at '
+         'its best', None, 'Under AdamW')],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -437,12 +445,13 @@ def claim_18_and_19_numbers(results):
 
 def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(results, monkeypatch):
     """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate, every
-    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in README's row
-    18 or 19 and in docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
+    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in findings.md's
+    row 18 (Muon), 18 (AdamW) or 19, or in the section of docs/experiment7.md that the row links to, and in
+    docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
     monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
     numbers = claim_18_and_19_numbers(results)
     assert any(key.endswith('_best') for key in numbers), 'no confirmation committed'
-    assert_quotes(README_QUOTES, numbers, findings_row, 'findings row')
+    assert_quotes(README_QUOTES, numbers, findings_text, 'findings')
     assert_quotes(DOC_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, slug  # slug: GitHub's anchor for a heading
 
 # The Markdown a reader opens: the README and docs/ (docs/results/ holds the runs' own summaries).
 MARKDOWN = ['README.md', *sorted(os.path.relpath(p, REPO_ROOT) for p in glob.glob(os.path.join(REPO_ROOT, 'docs', '*.md')))]
@@ -40,12 +40,6 @@ def prose(text):
     """The Markdown without its fenced code blocks and inline code spans (no links live there)."""
     text = re.sub(r'^(```|~~~).*?^\1[^\n]*$', '', text, flags=re.S | re.M)
     return re.sub(r'`[^`\n]*`', '', text)
-
-
-def slug(heading):
-    """GitHub's anchor for a heading: lowercase, markup and punctuation dropped (but '-' and '_'), spaces to '-'."""
-    text = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', heading.strip())  # a link in a heading anchors on its text
-    return re.sub(r'[^\w\- ]', '', text.lower()).replace(' ', '-')
 
 
 def headings(path):
