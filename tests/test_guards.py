@@ -64,7 +64,9 @@ def test_k_micro_batches_of_b_over_k_give_the_gradient_of_one_batch_of_b(k):
 
 # ---------------------------------------------------------------- (b) the warmup
 
-SCHEDULES = [dict(decay_lr=True, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, max_iters=2000, lr_decay_iters=None),
+# train.py's defaults, and a short schedule whose cosine ends before max_iters
+SCHEDULES = [dict(decay_lr=True, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, max_iters=2000,
+                  lr_decay_iters=None),
              dict(decay_lr=True, learning_rate=6e-4, min_lr=6e-5, warmup_iters=10, max_iters=50, lr_decay_iters=40)]
 
 
@@ -121,8 +123,10 @@ def test_every_matrix_decays_and_no_gain_or_bias_does(optimizer, tie_mode):
     cfg = train.parse_train_args([f'--tie_mode={tie_mode}', f'--optimizer={optimizer}', '--weight_decay=0.1'])
     decay = decay_of_each_parameter(model, build_optimizer(model, cfg, 'cpu'))
     params = dict(model.named_parameters())
-    assert sorted(name for name in params if params[name].dim() >= 2 and decay[name] != 0.1) == []
-    assert sorted(name for name in params if params[name].dim() < 2 and decay[name] != 0.0) == []
+    undecayed_matrices = sorted(name for name in params if params[name].dim() >= 2 and decay[name] != 0.1)
+    assert undecayed_matrices == [], f"matrices without weight decay: {undecayed_matrices}"
+    decayed_vectors = sorted(name for name in params if params[name].dim() < 2 and decay[name] != 0.0)
+    assert decayed_vectors == [], f"gains or biases under weight decay: {decayed_vectors}"
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert len(norms) == 2 * SHAPE['n_layer'] + 1 + (tie_mode == 'bert')
     for norm in norms:
@@ -159,7 +163,8 @@ def test_top_k_draws_exactly_the_k_most_likely_tokens_each_as_often_as_softmax_s
     out = generate(FixedLogits(LOGITS), idx, max_new_tokens=10, temperature=temperature, top_k=top_k)[:, 1:]
     counts = torch.bincount(out.reshape(-1), minlength=len(LOGITS))
     top = torch.topk(LOGITS, top_k).indices
-    assert sorted(torch.nonzero(counts).flatten().tolist()) == sorted(top.tolist())
+    drawn, most_likely = sorted(torch.nonzero(counts).flatten().tolist()), sorted(top.tolist())
+    assert drawn == most_likely, f"top_k={top_k} drew tokens {drawn}; the {top_k} most likely are {most_likely}"
     expected = torch.zeros_like(LOGITS)
     expected[top] = torch.softmax(LOGITS[top] / temperature, dim=0)
     assert torch.allclose(counts / counts.sum(), expected, atol=0.03)
