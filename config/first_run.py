@@ -6,3 +6,5 @@
 #   python train.py config/first_run.py --tie_mode=shuffle          # a remedy: starts near log n
 max_iters = 200
 eval_interval = 50
+eval_iters = 10        # 10 fixed batches a split: the start and the copy probe read clearly, and the evaluations
+                       # cost a twentieth of the run, so both runs fit two minutes on the slowest CPU measured

@@ -71,3 +71,27 @@ def test_the_first_line_sets_the_start_beside_log_n_and_equation_star_in_words(s
         assert f"val loss {start:.2f} against log n = {math.log(model.config.vocab_size):.2f}" in line
         assert f"(*) predicts {predicted_initial_loss(model.config):.2f} for {mode}" in line
         assert ('the head copies its input' in line) == (mode == 'tied'), line
+
+
+def test_the_readme_table_is_the_committed_measurement():
+    """The quick start's table quotes docs/results/first-run/ (bash docs/measure_first_run.sh): each row's mean
+    start, end, copy probes and time, and the paired differences, as the record has them."""
+    import re
+    import statistics
+    record = open(os.path.join(ROOT, 'docs', 'results', 'first-run', 'zen3-2026-11-27.txt'), encoding='utf-8').read()
+    readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    runs = re.findall(r"^(\w+) seed \d+: start ([\d.]+), end ([\d.]+), copy (\d+) % at the start, (\d+) % at step 50, "
+                      r"([\d.]+) s$", record, re.M)
+    assert len(runs) == 9
+    for mode in ('tied', 'shuffle', 'untied'):
+        rows = [tuple(map(float, run[1:])) for run in runs if run[0] == mode]
+        start, end, copy0, copy50, wall = (statistics.mean(column) for column in zip(*rows))
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {'plain ' if mode == 'tied' else ''}`{mode}` |"))
+        cells = [cell.strip().strip('*') for cell in row.split('|')[2:-1]]
+        assert cells[0].split(',')[0].strip('*') == f"{start:.2f}", (mode, cells[0])
+        assert cells[1] == f"{copy0:.0f} %, {copy50:.0f} %", (mode, cells[1])
+        assert cells[2] == f"{end:.3f}", (mode, cells[2])
+        assert cells[4] == f"{wall:.0f} s", (mode, cells[4])
+        if mode != 'untied':
+            paired = re.search(rf"^{mode} minus untied at the end, paired by seed: (\S+) (\[[^\]]+\])", record, re.M)
+            assert cells[3].replace('**', '').replace('−', '-') == f"{paired.group(1)} {paired.group(2)}", (mode, cells[3])
