@@ -19,7 +19,9 @@
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
 #   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
-#                                                 # untied with sqrt(d) input scaling: one seed, half length
+#                                                 # untied with and without sqrt(d) input scaling: one seed, half length
+#   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
+#                                                 # best cells on three seeds at full length, the better on five fresh
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -161,7 +163,28 @@ remedy_sweep)  # AdamW at w160: each remedy at its own rate, one seed, half leng
     sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay" "$(python $tables grid remedies)" \
         --warmup_iters=50 --ends_decay="$decay"
     sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay-emb_scale" "$(python $tables grid remedies_emb_scale)" \
-        --warmup_iters=50 --ends_decay="$decay" --emb_scale=true ;;
+        --warmup_iters=50 --ends_decay="$decay" --emb_scale=true
+    # untied without sqrt(d) at this warmup (the ladder's sweep had 25 steps): its best, the others' reference
+    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay-untied" "$(python $tables grid remedies_untied)" \
+        --warmup_iters=50 --ends_decay="$decay" ;;
+remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the three best remedies, each with its two
+    # best cells, at full length on three seeds; each one's better cell then on five fresh seeds (seed 1342 on), all
+    # paired by seed across the three out dirs (the select stage's rule: a pick is reported on seeds it was not
+    # picked on). The sqrt(d) rows run with --emb_scale=true, as they were swept.
+    decay=${1:-coupled}
+    sweeps=(out-exp7-rsweep-adamw-w160-$decay out-exp7-rsweep-adamw-w160-$decay-emb_scale
+            out-exp7-rsweep-adamw-w160-$decay-untied)
+    flags=("" "--emb_scale=true" "")
+    for pass in select fresh; do
+        if [ $pass = select ]; then mapfile -t rows < <(python $tables remedy_top 3 2 "${sweeps[@]}")
+        else mapfile -t rows < <(python $tables remedy_picks "${sweeps[@]/rsweep/rselect}"); fi
+        for k in 0 1 2; do
+            [ -n "${rows[$k]}" ] || continue
+            seeds=$([ $pass = select ] && echo "--seeds=3" || echo "--seed=1342 --seeds=5")
+            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" $seeds ${flags[$k]} \
+                --warmup_iters=100 --ends_decay="$decay" --out_dir="${sweeps[$k]/rsweep/r$pass}"
+        done
+    done ;;
 horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
     # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary
     for size in ${@:-w128 w160}; do
@@ -175,6 +198,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select [SIZE...]" >&2
     exit 2 ;;
 esac

@@ -10,6 +10,9 @@
     python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
     python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
                                                      # gone); an error while a best lies on its edge
+    python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
+                                                     # sweep: untied, plain tied and the N best remedies, CELLS each
+    python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' better cell, a line a dir
 
 config/experiment7.sh runs all but the first. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
@@ -49,10 +52,11 @@ GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
 # its edges; sqrt(d) input scaling multiplies what the lookup feeds the blocks by 12.6 at width 160, so its sweep
 # starts at x1. --emb_scale is a flag of the command, not of a row: its rows have a sweep (an out dir) of their own.
 REMEDY_RATES = (30, 100, 300)
+UNTIED_ROWS = [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10, 30)]  # around its AdamW best, x300 x10
 REMEDY_FAMILIES = ('tied', 'shuffle', 'proj', 'pit', 'tied_untie', 'tied_igs4', 'tied_igs16')
 REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES for e in REMEDY_RATES],
-                'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)]
-                + [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10, 30)]}
+                'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS,
+                'remedies_untied': UNTIED_ROWS}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 # The horizon stage: one epoch of the works' training split (1,376 windows of 16 x 64 tokens), the schedule's shape kept
 # (warmup an eighth of the run, cosine over all of it), and an evaluation every eighth on 50 fixed batches of each
@@ -350,6 +354,45 @@ def best_rows(untied, tied, families=None):
     return rows
 
 
+def inside(out_dir, cells):
+    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates."""
+    missing = missing_neighbours(*cells)
+    if missing:
+        raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
+                         f"run its sweep stage again, which widens the grid")
+    ends = at_the_ladders_end(*cells)
+    if ends:
+        raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
+                         f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
+                         f"sweep stage again")
+
+
+def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
+    """The select stage's rows, a line for each sweep in out_dirs: untied's best cells (over every sweep that has
+    untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
+    with its `cells_each` best cells. A family is named by its sweep too (sqrt(d) tied is not plain tied).
+    sweeps=False reads the select stage's out dirs, which hold only the cells picked, so no edge is checked."""
+    families = []  # (best loss, sweep index, row prefix, {rate or (e, h): loss})
+    for k, out_dir in enumerate(out_dirs):
+        _, untied, tied, others = sweep_cells(out_dir, committed=True)
+        if sweeps:
+            inside(out_dir, (untied, tied, others))
+        for name, rates in ({'untied': untied, 'tied': tied} | others).items():
+            if rates:
+                families.append((min(rates.values()), k, name, rates))
+    untied = min((f for f in families if f[2] == 'untied'), default=None)
+    tied = min((f for f in families if f[2] == 'tied' and f[1] == 0), default=None)
+    remedies = sorted(f for f in families if f[2] != 'untied' and f is not tied)[:count]
+    lines = [[] for _ in out_dirs]
+    for _, k, name, rates in [f for f in (untied, tied) if f] + remedies:
+        for key in sorted(rates, key=rates.get)[:cells_each]:
+            if name == 'untied':
+                lines[k].append(f"untied_e{key[0]:g}_h{key[1]:g}")
+            else:
+                lines[k].append(name + (f'_e{key:g}' if key != 1 else ''))
+    return [','.join(rows) for rows in lines]
+
+
 def main(argv):
     command = argv[0] if argv else ''
     if command == 'sizes':
@@ -363,16 +406,12 @@ def main(argv):
         print(','.join(rows + missing_neighbours(*cells)))
     elif command == 'best':
         _, *cells = sweep_cells(argv[1], committed=True)
-        missing = missing_neighbours(*cells)
-        if missing:
-            raise SystemExit(f"{argv[1]}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
-                             f"run its sweep stage again, which widens the grid")
-        ends = at_the_ladders_end(*cells)
-        if ends:
-            raise SystemExit(f"{argv[1]}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
-                             f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
-                             f"sweep stage again")
+        inside(argv[1], cells)
         print(','.join(best_rows(*cells)))
+    elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
+        print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
+    elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir
+        print(*remedy_top(len(REMEDY_FAMILIES) + 2, argv[1:], 1, sweeps=False), sep='\n')
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
               *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')

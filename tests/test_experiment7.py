@@ -192,6 +192,35 @@ def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tab
     assert len(best) == len(tables.REMEDY_FAMILIES)  # one row a family, plain tied among them
 
 
+def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_each_at_its_two_best_rates(
+        tables, tmp_path):
+    """Three sweeps (plain, sqrt(d), untied): untied's best over the two that have it, plain tied, and the three
+    remedies whose best cell is lowest, wherever they were swept; each family at its own two best rates."""
+    def sweep(name, losses):
+        folder = tmp_path / name
+        folder.mkdir()
+        return write_sweep(folder, losses)
+    plain = {row: 5.3 for row in tables.REMEDY_GRIDS['remedies']}
+    plain.update({'tied_e100': 5.28, 'tied_e30': 5.29, 'shuffle_e100': 5.10, 'shuffle_e300': 5.12,
+                  'pit_e100': 5.20, 'pit_e30': 5.25, 'proj_e100': 5.22, 'proj_e300': 5.21, 'tied_igs4_e100': 5.24})
+    scaled = {row: 5.4 for row in tables.REMEDY_GRIDS['remedies_emb_scale']}
+    scaled.update({'tied_e10': 5.15, 'tied_e3': 5.16, 'untied_e300_h10': 4.95, 'untied_e1000_h10': 4.97})
+    untied = {row: 5.0 for row in tables.REMEDY_GRIDS['remedies_untied']}
+    untied.update({'untied_e300_h10': 4.96, 'untied_e300_h30': 4.98})
+    # every family's best inside its grid: the edges' neighbours trained and worse
+    dirs = [sweep('plain', plain), sweep('scaled', scaled), sweep('untied', untied)]
+    for folder, losses in zip(dirs, (plain, scaled, untied)):
+        losses.update({row: 6.0 for row in run_tables(tables, 'widen', folder).split(',')[len(losses):]})
+        write_sweep(tmp_path / os.path.basename(folder), losses)
+    lines = run_tables(tables, 'remedy_top', '3', '2', *dirs).split('\n')
+    assert lines[0].split(',') == ['tied_e100', 'tied_e30', 'shuffle_e100', 'shuffle_e300', 'pit_e100', 'pit_e30']
+    assert lines[1].split(',') == ['untied_e300_h10', 'untied_e1000_h10', 'tied_e10', 'tied_e3']  # sqrt(d) tied
+    assert (lines + [''])[2] == ''  # untied without sqrt(d) lost to untied with it: nothing of it goes on
+    # the fresh seeds take each family's better cell of the select stage, which holds only the cells picked
+    picks = run_tables(tables, 'remedy_picks', dirs[0], dirs[1], dirs[2]).split('\n')
+    assert picks[0].split(',')[:2] == ['tied_e100', 'shuffle_e100']
+
+
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
                                                                                          monkeypatch):
     losses = {row: 5.0 for row in tables.grid_rows('muon')}
