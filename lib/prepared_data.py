@@ -177,43 +177,85 @@ def compact_ids(ids):
     return np.searchsorted(kept, ids), kept
 
 
-def check_data_fits(data_dir, meta):
+def check_data_fits(data_dir, meta, limit):
     """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
-    a token, both splits at once): a machine that overcommits would let numpy read until the kernel killed it."""
+    a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
+    overcommits would let numpy read until the kernel killed it."""
     itemsize = np.dtype(meta['dtype']).itemsize
     try:
-        tokens = sum(os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val'))
+        sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
     except OSError:
         return  # load_splits names the file it cannot read
+    tokens = sum(n for n in sizes if 8 * n <= limit)
     short = memory_shortfall(8 * tokens, 'cpu')
     if short:
-        raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds the "
-                        f"prepared data in memory, 8 bytes a token; use less data or a machine with more memory")
+        raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds a split "
+                        f"of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
+                        f"file); use less data or a machine with more memory")
 
 
-def load_splits(cfg):
-    """The prepared token arrays, read once into memory as int64 tensors, and the dataset's metadata."""
+# A split whose int64 copy would be larger than this is read from its file as it is needed (memory-mapped, as NanoGPT
+# reads OpenWebText's 9 B tokens) instead of held in memory: GPT-2 small's 2.5 B tokens a run would be 20 GB a
+# process. Below it, memory is faster (one gather from a tensor a batch) and costs little.
+IN_MEMORY_MAX_BYTES = 1 << 30
+CHECK_CHUNK = 1 << 26  # tokens scanned at a time for ids outside the vocabulary, so the check's memory stays flat
+
+
+class MappedTokens:
+    """A split left in its .bin file (np.memmap): len() and tokens[offsets] as get_batch uses an int64 tensor, the
+    windows read from the file (the page cache keeps what is hot), so memory does not grow with the corpus."""
+
+    def __init__(self, path, dtype):
+        self.path, self.tokens = path, np.memmap(path, dtype=dtype, mode='r')
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def __getitem__(self, offsets):
+        import torch
+        return torch.from_numpy(self.tokens[offsets.numpy()].astype(np.int64))
+
+
+def in_memory(tokens):
+    """A split as an int64 tensor in memory: get_batch's gather then needs no conversion a batch."""
+    import torch
+    return torch.from_numpy(tokens.astype(np.int64))
+
+
+def where_held(splits):
+    """How the header names where the splits live: 'in memory', or which are memory-mapped."""
+    mapped = [name for name, tokens in splits.items() if isinstance(tokens, MappedTokens)]
+    return f"memory-mapped from {', '.join(f'{name}.bin' for name in mapped)}" if mapped else "in memory"
+
+
+def load_splits(cfg, in_memory_max_bytes=None):
+    """The prepared token splits and the dataset's metadata: each split an int64 tensor read once into memory, or,
+    where that copy would pass in_memory_max_bytes (IN_MEMORY_MAX_BYTES), a MappedTokens over its file; get_batch
+    draws the same windows from either."""
     import torch  # here, not at the top: prepare.py reads this module and never needs torch
+    limit = IN_MEMORY_MAX_BYTES if in_memory_max_bytes is None else in_memory_max_bytes
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
-    check_data_fits(data_dir, meta)
+    check_data_fits(data_dir, meta, limit)
     splits = {}
     for split in ('train', 'val'):
         path = os.path.join(data_dir, f'{split}.bin')
         try:
-            tokens = np.fromfile(path, dtype=np.dtype(meta['dtype']))
-            check_token_ids(path, tokens, meta, data_dir)  # a stale meta.json: an IndexError in the model otherwise
+            tokens = np.memmap(path, dtype=np.dtype(meta['dtype']), mode='r') if os.path.getsize(path) else \
+                np.zeros(0, dtype=np.dtype(meta['dtype']))
+            for start in range(0, len(tokens), CHECK_CHUNK):  # a stale meta.json: an IndexError in the model otherwise
+                check_token_ids(path, tokens[start:start + CHECK_CHUNK], meta, data_dir)
             if len(tokens) <= cfg['block_size']:
                 raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
                                 f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
-            splits[split] = torch.from_numpy(tokens.astype(np.int64))
+            splits[split] = MappedTokens(path, tokens.dtype) if 8 * len(tokens) > limit else in_memory(tokens)
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
         except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
-            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds the "
-                            f"prepared data in memory, 8 bytes a token; use less data or a machine with more "
-                            f"memory") from None
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds a split of "
+                            f"up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
+                            f"file); use less data or a machine with more memory") from None
     return splits, meta
 
 

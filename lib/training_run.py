@@ -28,6 +28,7 @@ from lib.machine import (batch_memory_advice, check_memory, ctrl_c_saves, out_of
                          out_of_memory_reason)
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates)
+from lib.prepared_data import where_held
 from lib.run_files import BEST_FILE, MODEL_KEYS, load_checkpoint, read_metrics
 from model import TIE_MODES, GPTConfig
 
@@ -254,7 +255,7 @@ class Run:
         breakdown = ', '.join(f'{k} {v:,}' for k, v in param_breakdown(model).items())
         print(f"dataset {cfg['dataset']} ({meta.get('tokenizer')}, vocab {meta['vocab_size']}; "
               f"source: {meta.get('source', 'unknown')}), "
-              f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens")
+              f"{len(splits['train']):,} train / {len(splits['val']):,} val tokens, {where_held(splits)}")
         print(f"model: tie_mode={cfg['tie_mode']}, {model.num_params():,} parameters ({breakdown})")
         padded = -(-config.vocab_size // config.pad_vocab_to) * config.pad_vocab_to
         print(f"device {proc.device}, dtype {proc.dtype}, compile {proc.compile}, {proc.world_size} process(es), "

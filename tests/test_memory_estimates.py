@@ -191,7 +191,7 @@ def test_sampling_floor_is_below_what_generate_holds(dtype, prompt, new):
 
 def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_data, finished_run, tmp_path, monkeypatch):
     pretend_memory(monkeypatch, 100 * 2 ** 10)  # a machine of 100 KiB: the tiny corpus as int64 is more
-    monkeypatch.setattr(np, 'fromfile', lambda *a, **k: pytest.fail('read before the refusal'))
+    monkeypatch.setattr(np, 'memmap', lambda *a, **k: pytest.fail('read before the refusal'))
     line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'))),
                                  f'the prepared data in {tiny_data}/tiny (', 'more than the 100.0 KiB of RAM and swap',
                                  'use less data or a machine with more memory')

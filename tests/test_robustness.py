@@ -626,18 +626,18 @@ def test_out_of_memory_in_bench_is_one_line(monkeypatch):
 def test_out_of_memory_while_reading_data_or_preparing_it_is_one_line(tiny_data, tmp_path, monkeypatch):
     # numpy's MemoryError, really raised ("Unable to allocate 1.00 PiB ..."): a dataset or a corpus
     # larger than the machine's memory.
-    real_fromfile = np.fromfile
+    real_in_memory = prepared_data.in_memory
+    calls = []
 
-    def fromfile(path, *args, **kwargs):
-        if str(path).endswith('val.bin'):
-            np.empty(2 ** 47)
-        return real_fromfile(path, *args, **kwargs)
-    monkeypatch.setattr(np, 'fromfile', fromfile)
+    def in_memory(tokens):  # the second split, val.bin, cannot get its int64 copy
+        calls.append(len(tokens))
+        return np.empty(2 ** 47) if len(calls) == 2 else real_in_memory(tokens)
+    monkeypatch.setattr(prepared_data, 'in_memory', in_memory)
     with pytest.raises(UserError) as info:
         prepared_data.load_splits(train.parse_train_args([f'--data_dir={tiny_data}', '--dataset=tiny']))
     assert str(info.value) == (f"out of memory (could not allocate 1.00 PiB) reading {tiny_data}/tiny/val.bin: "
-                               f"train.py holds the prepared data in memory, 8 bytes a token; use less data or a "
-                               f"machine with more memory")
+                               f"train.py holds a split of up to 1 GiB in memory, 8 bytes a token (a larger one stays "
+                               f"in its file); use less data or a machine with more memory")
     monkeypatch.setattr(prepare, 'tokenize', lambda text, tokenizer: np.empty(2 ** 47))
     (tmp_path / 'book.txt').write_text('some text', encoding='utf-8')
     with pytest.raises(UserError) as info:

@@ -1,0 +1,66 @@
+"""Prepared data larger than memory: a split whose int64 copy would pass prepared_data.IN_MEMORY_MAX_BYTES is read
+from its .bin file (memory-mapped) instead of held in memory, chosen by itself; both give the same batches bit for
+bit, the run the same losses, and the header says which it used."""
+
+import contextlib
+import io
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from conftest import tiny_train_args
+from lib import prepared_data
+from lib.prepared_data import MappedTokens, get_batch, load_splits
+
+
+def test_the_choice_follows_the_size_and_both_give_the_same_batches(tiny_data):
+    cfg = dict(data_dir=tiny_data, dataset='tiny', block_size=16)
+    held, _ = load_splits(cfg)
+    assert all(isinstance(tokens, torch.Tensor) for tokens in held.values())  # small: in memory, the faster path
+    train_bytes = 8 * len(held['train'])
+    mapped, _ = load_splits(cfg, in_memory_max_bytes=train_bytes - 1)  # train is too large for it, val is not
+    assert isinstance(mapped['train'], MappedTokens) and isinstance(mapped['val'], torch.Tensor)
+    assert prepared_data.where_held(mapped) == 'memory-mapped from train.bin'
+    assert prepared_data.where_held(held) == 'in memory'
+    assert len(mapped['train']) == len(held['train'])
+    a, b = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    for _ in range(20):
+        for x, y in zip(get_batch(held['train'], 8, 16, a), get_batch(mapped['train'], 8, 16, b)):
+            assert x.dtype == y.dtype == torch.int64 and torch.equal(x, y)
+
+
+def test_the_mapped_split_is_read_from_its_file_not_copied(tiny_data):
+    mapped, meta = load_splits(dict(data_dir=tiny_data, dataset='tiny', block_size=16), in_memory_max_bytes=0)
+    tokens = mapped['train'].tokens
+    assert isinstance(tokens, np.memmap) and tokens.dtype == np.dtype(meta['dtype'])  # 2 bytes a token, on disk
+
+
+def test_a_run_on_mapped_data_trains_as_one_in_memory_and_says_so(tiny_data, tmp_path, monkeypatch):
+    def run(name):
+        printed = io.StringIO()
+        args = tiny_train_args(tiny_data, str(tmp_path / name), max_iters=10, eval_interval=5)
+        with contextlib.redirect_stdout(printed):
+            summary = train.train(train.parse_train_args(args))
+        return summary, printed.getvalue()
+    held, held_out = run('held')
+    monkeypatch.setattr(prepared_data, 'IN_MEMORY_MAX_BYTES', 0)
+    mapped, mapped_out = run('mapped')
+    assert 'in memory' in held_out.splitlines()[0]
+    assert 'memory-mapped from train.bin, val.bin' in mapped_out.splitlines()[0]
+    assert mapped['val_loss'] == held['val_loss'] and mapped['data_fingerprint'] == held['data_fingerprint']
+    for (name, a), b in zip(held['model'].state_dict().items(), mapped['model'].state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_only_the_splits_held_in_memory_count_against_the_machines_memory(tiny_data, monkeypatch):
+    from lib import machine
+    from lib.command_line import UserError
+    monkeypatch.setattr(machine, 'device_memory', lambda device: 1024)  # a machine of 1 KiB
+    cfg = dict(data_dir=tiny_data, dataset='tiny', block_size=16)
+    with pytest.raises(UserError, match='holds a split of up to'):
+        load_splits(cfg)  # held in memory, the tiny corpus needs more than 1 KiB
+    mapped, _ = load_splits(cfg, in_memory_max_bytes=0)  # both stay in their files: nothing to refuse
+    assert all(isinstance(tokens, MappedTokens) for tokens in mapped.values())
