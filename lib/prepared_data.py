@@ -205,8 +205,8 @@ class MappedTokens:
     """A split left in its .bin file (np.memmap): len() and tokens[offsets] as get_batch uses an int64 tensor, the
     windows read from the file (the page cache keeps what is hot), so memory does not grow with the corpus."""
 
-    def __init__(self, path, dtype):
-        self.path, self.tokens = path, np.memmap(path, dtype=dtype, mode='r')
+    def __init__(self, tokens):
+        self.tokens = tokens  # an np.memmap of the file, read-only
 
     def __len__(self):
         return len(self.tokens)
@@ -248,11 +248,11 @@ def load_splits(cfg, in_memory_max_bytes=None):
             if len(tokens) <= cfg['block_size']:
                 raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
                                 f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
-            splits[split] = MappedTokens(path, tokens.dtype) if 8 * len(tokens) > limit else in_memory(tokens)
+            splits[split] = MappedTokens(tokens) if 8 * len(tokens) > limit else in_memory(tokens)
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
-        except MemoryError as e:  # numpy's; both splits are held in memory as int64, 8 bytes a token
+        except MemoryError as e:  # numpy's, making a split's int64 copy
             raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds a split of "
                             f"up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
                             f"file); use less data or a machine with more memory") from None
