@@ -107,7 +107,7 @@ DEFAULTS.update(
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
     versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
     jobs=0,                     # runs side by side, each a process with its share of the cores as torch threads;
-                                # 0: one per CPU core (one on a GPU); 1: one after another in this process
+                                # 0: one per CPU core, or one per GPU (each its own); 1: one after another here
     tuned_lens='',              # rows (comma separated) whose final checkpoints get the tuned lens (lab/tuned_lens.py),
                                 # about a minute a run, made by its worker as it ends; 'all' for every row
 )
@@ -217,12 +217,23 @@ def check_same_config(wanted, saved, where, run_dir, finished=False):
 # ---------------------------------------------------------------- training
 
 def jobs_and_threads(cfg, device):
-    """--jobs as a number of runs side by side, and the torch threads of each: the cores shared out. 0 (the
-    default) is one run per core on a CPU, where two one-thread processes beat one two-thread process
-    on these small models (docs/performance.md); one on a GPU, which one run keeps busy."""
+    """--jobs as a number of runs side by side, the torch threads of each (the cores shared out), and the GPU each
+    worker is given (None: none). 0 (the default) is one run per core on a CPU, where two one-thread processes beat
+    one two-thread process on these small models (docs/performance.md), and one run per GPU where --device leaves
+    the choice of GPU open (auto or cuda): a worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so a node of
+    eight trains eight runs at a time, each with the whole of one GPU, rather than one run spread over all eight."""
     cores = usable_cores()
-    jobs = cfg['jobs'] or (cores if device == 'cpu' else 1)
-    return jobs, max(1, cores // jobs)
+    gpus = visible_gpus() if device == 'cuda' and cfg['device'] in ('auto', 'cuda') else []
+    jobs = cfg['jobs'] or (cores if device == 'cpu' else max(1, len(gpus)))
+    return jobs, max(1, cores // jobs), ([gpus[k % len(gpus)] for k in range(jobs)] if gpus and jobs > 1 else None)
+
+
+def visible_gpus():
+    """The CUDA devices this process may use, as CUDA_VISIBLE_DEVICES names them (or their indices)."""
+    listed = os.environ.get('CUDA_VISIBLE_DEVICES')
+    if listed is not None:
+        return [gpu.strip() for gpu in listed.split(',') if gpu.strip()]
+    return [str(k) for k in range(torch.cuda.device_count())]
 
 
 def plan(cfg, runs):
@@ -297,7 +308,7 @@ def run_all(cfg, runs, bar=None):
     bar: one that stands in for the grid's (tests). Returns {'trained', 'resumed', 'skipped': [(mode, seed)],
     'failed': [(mode, seed, last line of its log)], 'workers': [pid], 'jobs', 'threads'}."""
     finished, tasks = plan(cfg, runs)
-    jobs, threads = jobs_and_threads(cfg, pick_device(cfg['device']))
+    jobs, threads, gpus = jobs_and_threads(cfg, pick_device(cfg['device']))
     done = dict(trained=[], resumed=[], skipped=list(finished), failed=[], workers=[], jobs=jobs, threads=threads)
     own_bar = bar is None
     if own_bar:
@@ -319,12 +330,13 @@ def run_all(cfg, runs, bar=None):
     if tasks:
         say(bar, f"{len(tasks)} of {len(runs)} runs to train, " + (
             "one after another in this process" if jobs == 1 else
-            f"{min(jobs, len(tasks))} at a time, each in a process of its own with {threads} torch thread(s)"))
+            f"{min(jobs, len(tasks))} at a time, each in a process of its own with {threads} torch thread(s)"
+            + (", and a GPU of its own" if gpus else "")))
     try:
         if jobs == 1:
             run_here(tasks, train_run, bar, on_done, on_failed)
         elif tasks:
-            done['workers'] = run_in_workers(tasks, train_run, jobs, threads, bar, on_done, on_failed)
+            done['workers'] = run_in_workers(tasks, train_run, jobs, threads, bar, on_done, on_failed, gpus)
     finally:
         if own_bar:
             bar.close()

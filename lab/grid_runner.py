@@ -325,18 +325,19 @@ def worker_main(conn, threads, run_fn):
 class Worker:
     """The parent's side of one worker process."""
 
-    def __init__(self, context, threads, run_fn):
+    def __init__(self, context, threads, run_fn, gpu=None):
         self.conn, child = context.Pipe()
         self.pid = self.task = None
-        self.groups = set()
+        self.groups, self.gpu = set(), gpu
         # torch's thread pool (and inductor's compile pool) is sized from the environment at its import: the
         # worker starts with these two set, and this process's environment is put back as it was.
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
         masks = hasattr(signal, 'pthread_sigmask')  # POSIX
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
-        sized = ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS')
+        # A GPU of its own (CUDA reads CUDA_VISIBLE_DEVICES once, when the worker first touches it): cuda is then it.
+        sized = ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS') + (('CUDA_VISIBLE_DEVICES',) if gpu else ())
         saved = {key: os.environ.get(key) for key in sized}
-        os.environ.update({key: str(threads) for key in sized})
+        os.environ.update({key: str(threads) for key in sized[:2]}, **({'CUDA_VISIBLE_DEVICES': gpu} if gpu else {}))
         try:
             self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
             self.process.start()
@@ -358,15 +359,17 @@ class Worker:
 class WorkerPool(Grid):
     """run_in_workers' state: the grid, the workers, and what the parent has heard."""
 
-    def __init__(self, tasks, run_fn, jobs, threads, bar, on_done, on_failed):
+    def __init__(self, tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus=None):
         super().__init__(tasks, bar, on_done, on_failed)
+        self.gpus = gpus or []  # the k-th worker's GPU; a worker that replaces a lost one takes its GPU
         self.context = multiprocessing.get_context('spawn')  # forking a process that has run torch can hang
         self.run_fn, self.threads, self.stops, self.stopped, self.pids = run_fn, threads, [], [], []
         self.jobs, self.workers = min(jobs, len(tasks)), []
 
     def start(self):
         while len(self.workers) < self.jobs and not self.stops:
-            self.workers.append(Worker(self.context, self.threads, self.run_fn))
+            gpu = self.gpus[len(self.workers)] if self.gpus else None
+            self.workers.append(Worker(self.context, self.threads, self.run_fn, gpu))
 
     def on_sigint(self, signum, frame):
         self.stops.append(time.monotonic())
@@ -437,7 +440,7 @@ class WorkerPool(Grid):
             log = last_line(os.path.join(worker.task.run_dir, LOG_FILE))
             self.ended(worker.task, 'failed', f"its process ended with exit code {code}; its log ends: {log}")
         if self.queue and not self.stops:
-            self.workers.append(Worker(self.context, self.threads, self.run_fn))
+            self.workers.append(Worker(self.context, self.threads, self.run_fn, worker.gpu))
 
     def finished(self):
         busy = [w for w in self.workers if w.task is not None or w.pid is None]
@@ -460,13 +463,14 @@ class WorkerPool(Grid):
                 worker.process.join()
 
 
-def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed):
+def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus=None):
     """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is
     claimed by the worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run
     goes to on_failed (with its log's last line) and the others go on; a worker that dies is replaced. The
     first Ctrl-C asks every running run to save and stop, a second one to stop at once; then
-    KeyboardInterrupt is raised, naming the runs stopped. Returns the pids of the workers."""
-    pool = WorkerPool(tasks, run_fn, jobs, threads, bar, on_done, on_failed)
+    KeyboardInterrupt is raised, naming the runs stopped. gpus: the k-th worker's GPU (CUDA_VISIBLE_DEVICES), or
+    None. Returns the pids of the workers."""
+    pool = WorkerPool(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus)
     # Only the main thread may set a handler; where SIGINT is ignored (a background job), it stays so.
     in_main = (threading.current_thread() is threading.main_thread()
                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)

@@ -220,9 +220,57 @@ def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_d
 def test_jobs_default_is_one_run_per_core_with_one_thread_each():
     cfg = ablate.parse_args(['config/ablate_char_sigma.py'])  # the README's command, no other flag
     cores = grid_runner.usable_cores()
-    assert ablate.jobs_and_threads(cfg, 'cpu') == (cores, 1)
-    assert ablate.jobs_and_threads(cfg, 'cuda') == (1, cores)  # a GPU: one run keeps it busy
-    assert ablate.jobs_and_threads(dict(cfg, jobs=1), 'cpu') == (1, cores)
+    assert ablate.jobs_and_threads(cfg, 'cpu') == (cores, 1, None)
+    assert ablate.jobs_and_threads(dict(cfg, jobs=1), 'cpu') == (1, cores, None)
+
+
+def test_on_a_node_of_gpus_each_worker_trains_on_a_gpu_of_its_own(monkeypatch):
+    """G GPUs: G runs at a time, the k-th worker seeing only the k-th GPU; one GPU, or --device naming one: one run
+    at a time, in this process, as before."""
+    cfg = ablate.parse_args(['config/ablate_char_sigma.py'])
+    cores = grid_runner.usable_cores()
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '2,3,5,7')  # what a scheduler hands this job
+    assert ablate.jobs_and_threads(cfg, 'cuda') == (4, max(1, cores // 4), ['2', '3', '5', '7'])
+    assert ablate.jobs_and_threads(dict(cfg, jobs=6), 'cuda')[2] == ['2', '3', '5', '7', '2', '3']  # shared round
+    assert ablate.jobs_and_threads(dict(cfg, device='cuda:1'), 'cuda:1') == (1, cores, None)
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '0')
+    assert ablate.jobs_and_threads(cfg, 'cuda') == (1, cores, None)  # one GPU: one run keeps it busy
+    monkeypatch.delenv('CUDA_VISIBLE_DEVICES')
+    monkeypatch.setattr(ablate.torch.cuda, 'device_count', lambda: 2)
+    assert ablate.jobs_and_threads(cfg, 'cuda')[2] == ['0', '1']
+
+
+def test_a_worker_is_started_seeing_its_gpu_alone_and_a_lost_workers_gpu_goes_to_its_replacement(monkeypatch):
+    from lab import grid_runner
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '0,1')
+    started = []
+
+    class End:
+        def close(self):
+            pass
+
+    class Process:
+        def __init__(self, target, args, daemon):
+            pass
+
+        def start(self):
+            started.append(os.environ.get('CUDA_VISIBLE_DEVICES'))
+
+        def join(self):
+            self.exitcode = -9
+
+    context = type('Context', (), dict(Pipe=staticmethod(lambda: (End(), End())), Process=Process))
+    pool = grid_runner.WorkerPool([], None, 2, 1, None, None, None, gpus=['0', '1'])
+    pool.jobs, pool.context = 2, context
+    pool.start()
+    assert started == ['0', '1'] and [w.gpu for w in pool.workers] == ['0', '1']
+    assert os.environ['CUDA_VISIBLE_DEVICES'] == '0,1'  # the parent's own view, as it was
+    first = pool.workers[0]
+    first.pid, pool.queue = 1234, [('a run still to train', 0.0)]
+    pool.lost(first)  # its process ended (killed): a new worker takes its GPU, not another's
+    assert started[-1] == '0' and [w.gpu for w in pool.workers] == ['1', '0']
+    grid_runner.Worker(context, 1, run_fn=None)  # a CPU worker leaves the variable alone
+    assert started[-1] == '0,1'
     with pytest.raises(ablate.UserError, match='--jobs must be 0'):
         ablate.parse_args(['--jobs=-1'])
 
