@@ -222,6 +222,27 @@ def test_jobs_default_is_one_run_per_core_with_one_thread_each():
     cores = grid_runner.usable_cores()
     assert ablate.jobs_and_threads(cfg, 'cpu') == (cores, 1, None)
     assert ablate.jobs_and_threads(dict(cfg, jobs=1), 'cpu') == (1, cores, None)
+    with pytest.raises(ablate.UserError, match='--jobs must be 0'):
+        ablate.parse_args(['--jobs=-1'])
+
+
+def starting_nothing(on_start):
+    """A stand-in for multiprocessing's spawn context: its processes only call on_start() when started, in this
+    process, with its environment as a worker would inherit it, and end (joined) with exit code -9."""
+    class End:
+        def close(self):
+            pass
+
+    class Process:
+        def __init__(self, target, args, daemon):
+            pass
+
+        def start(self):
+            on_start()
+
+        def join(self):
+            self.exitcode = -9
+    return type('Context', (), dict(Pipe=staticmethod(lambda: (End(), End())), Process=Process))
 
 
 def test_on_a_node_of_gpus_each_worker_trains_on_a_gpu_of_its_own(monkeypatch):
@@ -244,22 +265,7 @@ def test_a_worker_is_started_seeing_its_gpu_alone_and_a_lost_workers_gpu_goes_to
     from lab import grid_runner
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '0,1')
     started = []
-
-    class End:
-        def close(self):
-            pass
-
-    class Process:
-        def __init__(self, target, args, daemon):
-            pass
-
-        def start(self):
-            started.append(os.environ.get('CUDA_VISIBLE_DEVICES'))
-
-        def join(self):
-            self.exitcode = -9
-
-    context = type('Context', (), dict(Pipe=staticmethod(lambda: (End(), End())), Process=Process))
+    context = starting_nothing(lambda: started.append(os.environ.get('CUDA_VISIBLE_DEVICES')))
     pool = grid_runner.WorkerPool([], None, 2, 1, None, None, None, gpus=['0', '1'])
     pool.jobs, pool.context = 2, context
     pool.start()
@@ -271,8 +277,6 @@ def test_a_worker_is_started_seeing_its_gpu_alone_and_a_lost_workers_gpu_goes_to
     assert started[-1] == '0' and [w.gpu for w in pool.workers] == ['1', '0']
     grid_runner.Worker(context, 1, run_fn=None)  # a CPU worker leaves the variable alone
     assert started[-1] == '0,1'
-    with pytest.raises(ablate.UserError, match='--jobs must be 0'):
-        ablate.parse_args(['--jobs=-1'])
 
 
 def test_a_worker_starts_with_its_thread_counts_and_leaves_the_parents_environment_as_it_was(monkeypatch):
@@ -282,19 +286,8 @@ def test_a_worker_starts_with_its_thread_counts_and_leaves_the_parents_environme
     monkeypatch.setenv('OMP_NUM_THREADS', '7')
     monkeypatch.delenv('TORCHINDUCTOR_COMPILE_THREADS', raising=False)
     seen = {}
-
-    class End:
-        def close(self):
-            pass
-
-    class Process:
-        def __init__(self, target, args, daemon):
-            pass
-
-        def start(self):
-            seen.update({key: os.environ.get(key) for key in ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS')})
-
-    context = type('Context', (), dict(Pipe=staticmethod(lambda: (End(), End())), Process=Process))
+    context = starting_nothing(lambda: seen.update({key: os.environ.get(key)
+                                                    for key in ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS')}))
     grid_runner.Worker(context, 3, run_fn=None)
     assert seen == {'OMP_NUM_THREADS': '3', 'TORCHINDUCTOR_COMPILE_THREADS': '3'}
     assert os.environ['OMP_NUM_THREADS'] == '7' and 'TORCHINDUCTOR_COMPILE_THREADS' not in os.environ
