@@ -473,8 +473,8 @@ def best_point_lines(info, versus, welch):
                    f"The runs were evaluated on batches of {len(eval_seeds)} different seeds ({', '.join(map(str, eval_seeds))}): "
                    f"runs made before --eval_seed drew them from their own seed, so their best points (best val loss, "
                    f"at iteration) are each scored on other tokens.")
-              + (f" {info['runs_without_best']} run(s) have no best.pt (made before it was kept): '–' in the best-"
-                 f"point table." if info['runs_without_best'] else "")]
+              + (f" {info['runs_without_best']} run(s) have no best.pt (made before it was kept, or never "
+                 f"better than before training, iteration 0): '–' in the best-point table." if info['runs_without_best'] else "")]
     return lines
 
 

@@ -266,7 +266,8 @@ def bucket_numbers(run_dir, data, cfg, best=False):
     """The run's validation loss per bucket (None where a bucket is empty) and its token counts, for its final
     checkpoint, or with best=True for best.pt (the weights at its lowest validation loss; keys prefixed
     'best_'): from the cache file when it describes that file there now, else by evaluating it (float32, on
-    cfg's device) and writing the cache. A run without that file (best.pt: made before it was kept) gets None."""
+    cfg's device) and writing the cache. A run without that file (best.pt: made before it was kept, or no
+    evaluation beat iteration 0's) gets None."""
     prefix = 'best_' if best else ''
     ckpt_path = os.path.join(run_dir, run_files.BEST_FILE if best else 'ckpt.pt')
     if not os.path.exists(ckpt_path):
