@@ -34,7 +34,7 @@ import train
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.hf_gpt2 import pretrained_args
 from lib.optimizers import build_optimizer
-from lib.prepared_data import get_batch, load_meta
+from lib.prepared_data import load_meta
 from lib.run_files import MODEL_KEYS, load_checkpoint
 from lib.probes import GradSources
 from lib.training_run import compile_failure, make_model_config
@@ -119,7 +119,7 @@ class Setting:
         cfg = self.cfg
         batches = []
         for _ in range(cfg['gradient_accumulation_steps']):
-            x, y, _ = get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
+            x, y, _ = train.get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
         with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/probes.Instruments)
             train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],

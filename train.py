@@ -10,8 +10,8 @@ evaluate and checkpoint, batch, forward, backward, clip, step, log).
     python train.py config/finetune_shakespeare.py     # fine-tune pretrained GPT-2 (needs transformers)
     torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
 
-Writes to out_dir: ckpt.pt (model, optimizer, settings, iteration, RNG and data-order state, written whole or
-not at all), best.pt (the weights at the lowest validation loss so far) and metrics.csv (a row per logged
+Writes to out_dir: ckpt.pt (model, optimizer, settings, iteration, RNG and data-order state: checkpoint() below,
+written whole or not at all), best.pt (the weights at the lowest validation loss so far) and metrics.csv (a row per logged
 iteration). Ctrl-C saves a checkpoint first; a kill at any moment leaves the previous one whole. What keeps a
 run safe (the checks before the first write, the atomic files, the one-line errors) is lib/training_run.py's Run;
 the research probes are lib/probes.py's Instruments.
@@ -20,15 +20,17 @@ the research probes are lib/probes.py's Instruments.
 import math
 import zlib
 from contextlib import nullcontext
+from functools import partial
 
 import torch
 
 from lib.command_line import run_cli
 from lib.machine import Throughput, flops_per_token, process_group
 from lib.optimizers import build_optimizer, set_rates
-from lib.prepared_data import get_batch, load_splits
+from lib.prepared_data import load_splits
 from lib.probes import Instruments, copy_probe, start_line
 from lib.progress import training_progress
+from lib.run_files import MODEL_KEYS
 from lib.training_run import Run, parse_settings
 from model import GPT
 
@@ -120,6 +122,14 @@ def get_lr(it, cfg):
 
 # ---------------------------------------------------------------- data and evaluation
 
+def get_batch(tokens, batch_size, block_size, generator):
+    """Random windows of the token sequence: inputs x (B, T), the next-token targets y (B, T), the window starts."""
+    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
+    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
+    window = tokens[offsets]                      # (B, T+1): an int64 tensor, or a memory-mapped split's gather
+    return window[:, :-1], window[:, 1:], starts
+
+
 def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
     """The micro-batches [(x, y), ...] of one optimizer step on device, and the data fingerprint
     (a CRC of every window start drawn so far, so a resume can be shown to continue the same order)."""
@@ -198,6 +208,39 @@ def wrap(raw_model, proc):
     return model
 
 
+# ---------------------------------------------------------------- the checkpoint
+
+def checkpoint(raw_model, optimizer, data_generator, cfg, meta, iter_num, best_val_loss, fingerprint):
+    """ckpt.pt: everything an exact resume needs, restore() below putting each piece back. lib/training_run.py's
+    Run writes it whole or not at all (a temporary file, then a rename), at every evaluation and on Ctrl-C; best.pt
+    holds its first four keys, the weights at the lowest validation loss."""
+    return dict(
+        model=raw_model.state_dict(),               # both names of the shared matrix, one storage in the file
+        model_args={k: getattr(raw_model.config, k) for k in MODEL_KEYS},  # to build the same GPTConfig again
+        meta=meta,                                  # the tokenizer: sample.py needs no data folder
+        head_untied=raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has split it
+        optimizer=optimizer.state_dict(),           # AdamW's moments (and Muon's momentum) of every group
+        config=dict(cfg),                           # the settings: a resume checks its own against them
+        iter_num=iter_num,
+        best_val_loss=best_val_loss,
+        rng={'torch': torch.get_rng_state(), 'data': data_generator.get_state(),  # dropout's and the batches'
+             'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        data_fingerprint=fingerprint,               # a CRC of every window drawn: the resumed order is the same
+    )
+
+
+def restore(ckpt, raw_model, optimizer, data_generator):
+    """A resume: the weights, the optimizer's state and every random generator exactly as checkpoint() saved
+    them. Returns (iter_num, best_val_loss, data fingerprint) to go on from."""
+    raw_model.load_state_dict(ckpt['model'])        # copies into the existing Parameters: the tie survives
+    optimizer.load_state_dict(ckpt['optimizer'], raw_model)
+    torch.set_rng_state(ckpt['rng']['torch'].cpu())
+    data_generator.set_state(ckpt['rng']['data'].cpu())
+    if torch.cuda.is_available() and ckpt['rng']['cuda']:
+        torch.cuda.set_rng_state_all([state.cpu() for state in ckpt['rng']['cuda']])
+    return ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
+
+
 # ---------------------------------------------------------------- training
 
 def train(cfg, progress=None):
@@ -206,7 +249,11 @@ def train(cfg, progress=None):
     losses, tokens/s, wall time, and the trained model."""
     cfg = dict(cfg)
     with process_group(cfg) as proc:  # the device, its dtype and compile settings; under torchrun, this rank
-        device, master, ctx = proc.device, proc.master, proc.autocast
+        device, master = proc.device, proc.master
+        # mixed precision: the forward pass under bfloat16 (or float16) autocast where the device has it, the
+        # weights and the optimizer in float32; nothing at all for float32
+        dtype = getattr(torch, proc.dtype)
+        ctx = nullcontext() if dtype == torch.float32 else torch.autocast(device.split(':')[0], dtype)
 
         # data, and every check that reads before anything is written: a mistake leaves out_dir as it was
         splits, meta = load_splits(cfg)
@@ -223,7 +270,11 @@ def train(cfg, progress=None):
         # The training batches have a generator of their own: every tie mode sees the same data order for a
         # seed, whatever its initialisation drew from the global one. Ranks draw different batches.
         data_generator = torch.Generator().manual_seed(cfg['seed'] + proc.rank)
-        iter_num, best_val_loss, fingerprint = run.restore(raw_model, optimizer, data_generator)
+        iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
+        if run.ckpt is not None:  # --init_from=resume; a checkpoint that does not fit is one line
+            with run.restoring():
+                iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, data_generator)
+        run.checkpoint = partial(checkpoint, raw_model, optimizer, data_generator, cfg, meta)  # what Run saves
         model = wrap(raw_model, proc)
         scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(proc.dtype == 'float16'))
         instruments = Instruments(raw_model, optimizer, scaler, cfg)

@@ -59,7 +59,7 @@ def kneser_ney_bigram_loss(pairs, val_ids, vocab_size, discount=DISCOUNT):
 def run_sample(train_ids, iters, batch_size, block_size, seed):
     """The bigrams of the windows one training run reads: train.py's data generator for this seed."""
     import torch
-    from lib.prepared_data import get_batch
+    from train import get_batch
     tokens = torch.from_numpy(train_ids.astype(np.int64))
     generator = torch.Generator().manual_seed(seed)
     windows = [get_batch(tokens, batch_size, block_size, generator) for _ in range(iters)]

@@ -26,7 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lib import run_files
-from lib.prepared_data import get_batch, load_splits
+from lib.prepared_data import load_splits
+from train import get_batch
 
 LENS_STEPS = 300           # translator training steps (Adam, rate decayed linearly to 0)
 LENS_BATCH = 4             # training windows of the model's block_size per step

@@ -10,7 +10,7 @@ import torch
 import train
 from lib.training_run import make_model_config
 from lib.optimizers import build_optimizer, set_rates, untie_head
-from lib.prepared_data import load_splits, get_batch
+from lib.prepared_data import load_splits
 from model import GPT
 torch.set_num_threads(1)
 cfg = train.parse_train_args(['config/recipe_bpe.py', '--device=cpu', '--dtype=float32'])
@@ -26,7 +26,7 @@ for it in range(U + 120):
     if it == U:
         untie_head(model, opt)
     set_rates(opt, cfg, train.get_lr(it, cfg))
-    x, y, _ = get_batch(splits['train'], cfg['batch_size'], cfg['block_size'], gen)
+    x, y, _ = train.get_batch(splits['train'], cfg['batch_size'], cfg['block_size'], gen)
     table, head = model.token_embedding_table.weight, model.lm_head.weight
     before_t, before_h = table.detach().clone(), head.detach().clone()
     train.training_step(model, opt, scaler, [(x, y)], ctx, cfg['grad_clip'])

@@ -1,6 +1,6 @@
 """A dataset as prepare.py leaves it, read back: data/NAME/meta.json and the codec it names
 (characters, GPT-2 BPE, or a compact GPT-2 vocabulary), and the token files train.bin and val.bin
-as tensors, with the random windows training draws from them."""
+as tensors (or, past a size, left in their files), from which train.get_batch draws its windows."""
 
 import json
 import os
@@ -202,7 +202,7 @@ CHECK_CHUNK = 1 << 26  # tokens scanned at a time for ids outside the vocabulary
 
 
 class MappedTokens:
-    """A split left in its .bin file (np.memmap): len() and tokens[offsets] as get_batch uses an int64 tensor, the
+    """A split left in its .bin file (np.memmap): len() and tokens[offsets] as train.get_batch uses an int64 tensor, the
     windows read from the file (the page cache keeps what is hot), so memory does not grow with the corpus."""
 
     def __init__(self, tokens):
@@ -257,12 +257,3 @@ def load_splits(cfg, in_memory_max_bytes=None):
                             f"up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
                             f"file); use less data or a machine with more memory") from None
     return splits, meta
-
-
-def get_batch(tokens, batch_size, block_size, generator):
-    """Random windows: x (B, T) and the next-token targets y (B, T), plus the window starts."""
-    import torch
-    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
-    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
-    window = tokens[offsets]                                                               # (B, T+1)
-    return window[:, :-1], window[:, 1:], starts

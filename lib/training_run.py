@@ -4,9 +4,9 @@ parse_settings   the training settings of a command line (defaults, config files
                  checked, so that a mistake is one line naming the key and what it allows.
 Run              one run's files and every check that reads before the first write: the resume checkpoint and
                  whether it fits these settings and this data, the sizes against the machine's memory, out_dir.
-                 Then its checkpoints (whole or not at all), best.pt, metrics.csv, the exact restore of a resume,
-                 and the guards that turn Ctrl-C, running out of memory and a non-finite loss into a saved
-                 checkpoint or one line that says what is kept.
+                 Then its checkpoints (train.py's checkpoint(), written whole or not at all), best.pt, metrics.csv,
+                 the one line for a resume that does not fit, and the guards that turn Ctrl-C, running out of
+                 memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
 
 A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
 the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
@@ -18,8 +18,6 @@ import io
 import math
 import os
 from contextlib import ExitStack, contextmanager, suppress
-
-import torch
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, check_seed, parse_config
@@ -149,17 +147,7 @@ def param_breakdown(model):
     }
 
 
-def model_state(raw_model, meta):
-    """What any saved model needs to be built again (run_files.model_from_checkpoint): its weights and settings,
-    the tokenizer, and whether --untie_at has split the shared matrix. ckpt.pt and best.pt both start from it."""
-    return {
-        'model': raw_model.state_dict(),          # both names of the shared matrix, one storage in the file
-        'model_args': {k: getattr(raw_model.config, k) for k in MODEL_KEYS},
-        'meta': meta,                              # the tokenizer, so sample.py needs no data folder
-        'head_untied': raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has run
-    }
-
-
+BEST_KEYS = ('model', 'model_args', 'meta', 'head_untied')  # what best.pt keeps of a checkpoint: a model to build
 METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'elapsed_s',
                   'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
 
@@ -197,7 +185,8 @@ class Run:
         if self.writes:  # out_dir made (or a one-line failure before anything is written), temps of killed saves gone
             self._prepare_out_dir()
         self.untied_by_untie_at = bool(self.ckpt and self.ckpt.get('head_untied'))  # two matrices to load
-        self.resumed_at = self.ckpt['iter_num'] if self.ckpt else None
+        self.resumed_at = self.saved_iter = self.ckpt['iter_num'] if self.ckpt else None
+        self.checkpoint = None  # train.py's checkpoint(iter_num, best_val_loss, fingerprint): what save() writes
 
     def _prepare_out_dir(self):
         out_dir = self.cfg['out_dir']
@@ -225,18 +214,13 @@ class Run:
             f"building the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
             f"on {self.proc.device}; use a smaller --n_layer or --n_embd, or free memory on {self.proc.device}")
 
-    def restore(self, model, optimizer, data_generator):
-        """(iter_num, best_val_loss, data fingerprint): a fresh run's (0, inf, 0), or a resume's, with the weights,
-        the optimizer's state and every random generator exactly as the checkpoint left them."""
-        self.model, self.optimizer, self.data_generator = model, optimizer, data_generator
-        ckpt, path, device = self.ckpt, self.ckpt_path, self.proc.device
-        self.ckpt = None  # free its memory once loaded
-        self.saved_iter = self.resumed_at
-        if ckpt is None:
-            return 0, float('inf'), 0
+    @contextmanager
+    def restoring(self):
+        """train.py's restore() of a resume runs inside this: a checkpoint that does not fit this model, or a device
+        too full for its optimizer state, is one line. The checkpoint's memory is freed after."""
+        path, device = self.ckpt_path, self.proc.device
         try:
-            model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
-            optimizer.load_state_dict(ckpt['optimizer'], model)
+            yield
         except (RuntimeError, ValueError, KeyError) as e:
             if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
                 raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {path} onto {device}; "
@@ -244,11 +228,8 @@ class Run:
             reason = str(e).strip().split('\n')[0]
             raise UserError(f"checkpoint {path} does not fit the model of this model.py ({reason[:150]}); "
                             f"it was written by another version: start a new --out_dir") from None
-        torch.set_rng_state(ckpt['rng']['torch'].cpu())
-        data_generator.set_state(ckpt['rng']['data'].cpu())
-        if device.startswith('cuda') and ckpt['rng']['cuda']:
-            torch.cuda.set_rng_state_all([s.cpu() for s in ckpt['rng']['cuda']])
-        return ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
+        finally:
+            self.ckpt = None
 
     def print_header(self, splits, model, tokens_per_iter):
         cfg, meta, proc, config = self.cfg, self.meta, self.proc, model.config
@@ -290,9 +271,11 @@ class Run:
         # The best point so far, kept beside the last (best.pt), so that "at the best point" can be scored later on
         # the whole validation split (lab/run_results.py); not the resumed iteration's, saved before.
         if self.writes and 0 < iter_num != self.saved_iter and losses['val'] < best_val_loss:
-            self._write(self.best_path, 'the best weights', iter_num, lambda: dict(
-                model_state(self.model, self.meta), iter_num=iter_num,
-                val_loss=losses['val']))          # on the eval_iters fixed batches; no optimizer: a third of the size
+            def weights():  # the checkpoint's model part, without the optimizer: a third of the size
+                state = self.checkpoint(iter_num, best_val_loss, fingerprint)
+                return dict({key: state[key] for key in BEST_KEYS}, iter_num=iter_num,
+                            val_loss=losses['val'])  # on the eval_iters fixed batches
+            self._write(self.best_path, 'the best weights', iter_num, weights)
         best_val_loss = min(best_val_loss, losses['val'])
         if iter_num > 0:
             self.save(iter_num, best_val_loss, fingerprint)
@@ -302,16 +285,8 @@ class Run:
         """Write the checkpoint of iter_num, everything an exact resume needs."""
         if not self.writes or iter_num == self.saved_iter:  # on disk: the resumed iteration, or Ctrl-C after a save
             return
-        self._write(self.ckpt_path, 'the checkpoint', iter_num, lambda: dict(
-            model_state(self.model, self.meta),
-            optimizer=self.optimizer.state_dict(),
-            config=dict(self.cfg),
-            iter_num=iter_num,
-            best_val_loss=best_val_loss,
-            rng={'torch': torch.get_rng_state(), 'data': self.data_generator.get_state(),
-                 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-            data_fingerprint=fingerprint,
-        ))
+        self._write(self.ckpt_path, 'the checkpoint', iter_num, lambda: self.checkpoint(iter_num, best_val_loss,
+                                                                                         fingerprint))
         self.saved_iter = iter_num
 
     def _write(self, path, what, iter_num, state):

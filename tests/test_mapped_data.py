@@ -13,7 +13,8 @@ import torch
 import train
 from conftest import tiny_train_args
 from lib import prepared_data
-from lib.prepared_data import MappedTokens, get_batch, load_splits
+from lib.prepared_data import MappedTokens, load_splits
+from train import get_batch
 
 
 def test_the_choice_follows_the_size_and_both_give_the_same_batches(tiny_data):

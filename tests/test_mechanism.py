@@ -57,7 +57,7 @@ def test_at_init_a_tied_model_copies_and_a_shuffled_one_does_not(tiny_data, tmp_
     generator = torch.Generator().manual_seed(train.DEFAULTS['eval_seed'])
     rates = []
     for _ in range(PROBE_SHAPE['eval_iters']):
-        x, y, _ = prepared_data.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)
+        x, y, _ = train.get_batch(splits['val'], PROBE_SHAPE['batch_size'], PROBE_SHAPE['block_size'], generator)
         rates.append((x == y).float().mean().item())
     assert tied['repeat_rate'] == pytest.approx(sum(rates) / len(rates), abs=1e-4)
 
