@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 CONFIG = os.path.join(ROOT, 'config', 'gpt2_small_verdict.py')
+RATES = os.path.join(ROOT, 'config', 'gpt2_small_rates.py')  # the rates stage: CONFIG shorter, more rates
 # One H100 80GB, this project at GPT-2 small compiled (bf16, context 1024, head padded): 39.31 ms for 16 x 1024
 # tokens, 417k tokens a second (docs/performance.md, "On a GPU", docs/measure_gpu.sh of 2026-11-26).
 H100_TOKENS_S = 417_000
@@ -45,6 +46,11 @@ def plan(gpus=None, tokens_per_s=H100_TOKENS_S, corpus_tokens=OPENWEBTEXT_TOKENS
             rounds = math.ceil(runs / count)
             lines.append(f"{label}: {rounds} round(s) of one run a GPU, {rounds * run_hours:.1f} h")
     floor = memory_floor(gpt.config, cfg['batch_size'], 'bfloat16')
+    rates = ablate.parse_args([RATES])
+    rate_runs = len(rates['modes'].split(',')) * rates['seeds']
+    rate_hours = rate_runs * rates['max_iters'] / cfg['max_iters'] * run_hours
+    lines.append(f"first, the rates stage: {rate_runs} runs of {rates['max_iters']} steps, {rate_hours:.1f} h on one "
+                 f"H100, {math.ceil(rate_runs / 8) * rate_hours / rate_runs:.1f} h on eight")
     lines += [f"memory a GPU: at least {format_bytes(floor)} (weights, gradients, AdamW, a micro-batch's MLP "
               f"activations and logits; the rest of the activations come on top: 16 x 1024 tokens fit an 80 GB H100)",
               f"disk: the corpus's train.bin {format_bytes(2 * corpus_tokens)} (uint16), its .jsonl source about "

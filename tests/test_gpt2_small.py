@@ -30,7 +30,7 @@ def test_the_grid_is_gpt2_small_at_20_tokens_a_parameter_untied_tied_and_shuffle
 def test_the_page_quotes_the_plan():
     lines = '\n'.join(gpt2_small_plan.plan(gpus=0))
     page = ' '.join(open(PAGE, encoding='utf-8').read().split())
-    one_run, one_gpu, eight = re.findall(r'([\d.]+) h', lines)
+    one_run, one_gpu, eight = re.findall(r'([\d.]+) h', lines)[:3]  # the rates stage's come after
     assert f"a run {one_run} h; the nine runs {one_gpu} h on one H100, and {eight} h on eight" in page
     assert 'eight H100s: 2 round(s)' in lines  # nine runs, one a GPU
     for figure in re.findall(r'at least ([\d.]+ GiB)|train.bin ([\d.]+ GiB)|about ([\d.]+ GiB), ([\d.]+ GiB)', lines):
@@ -41,7 +41,21 @@ def test_the_page_quotes_the_plan():
 def test_the_stage_script_names_its_stages_and_refuses_another():
     result = subprocess.run(['bash', os.path.join(ROOT, 'config', 'gpt2_small.sh'), 'nope'], capture_output=True,
                             text=True)
-    assert result.returncode == 2 and all(stage in result.stdout for stage in ('prepare', 'plan', 'smoke', 'run'))
+    assert result.returncode == 2 and all(stage in result.stdout for stage in ('prepare', 'plan', 'smoke', 'rates', 'run'))
     plan = subprocess.run([sys.executable, os.path.join(ROOT, 'lab', 'gpt2_small_plan.py'), '--gpus=4'],
                           capture_output=True, text=True, cwd=ROOT)
     assert plan.returncode == 0 and "this machine's 4 GPU(s): 3 round(s)" in plan.stdout
+
+
+def test_the_rates_stage_holds_each_grid_rate_and_one_below_it_and_the_page_quotes_its_hours():
+    grid = ablate.parse_args([gpt2_small_plan.CONFIG])
+    rates = ablate.parse_args([gpt2_small_plan.RATES])
+    swept = [parse_row(mode) for mode in rates['modes'].split(',')]
+    for prior in map(parse_row, grid['modes'].split(',')):
+        family = [row for row in swept if row.tie_mode == prior.tie_mode]
+        assert prior in family                                           # the prior itself is measured
+        assert any(row.embed_mult < prior.embed_mult for row in family), prior  # and a rate below it
+    assert rates['max_iters'] < grid['max_iters'] and rates['out_dir'] != grid['out_dir']
+    plan = '\n'.join(gpt2_small_plan.plan(gpus=0))
+    hours = re.search(r'rates stage: \d+ runs of \d+ steps, ([\d.]+) h on one H100', plan)
+    assert f"{hours.group(1)} h on one H100" in open(PAGE, encoding='utf-8').read()
