@@ -121,7 +121,7 @@ class Setting:
         for _ in range(cfg['gradient_accumulation_steps']):
             x, y, _ = get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
-        with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/probes.Instruments)
+        with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/interventions)
             train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
                                 measure_norm=True)
         self.raw_model.after_optimizer_step()  # pit's retraction, as train.py's instruments run it

@@ -12,9 +12,7 @@ evaluate and checkpoint, batch, forward, backward, clip, step, log).
 
 Writes to out_dir: ckpt.pt (model, optimizer, settings, iteration, RNG and data-order state, written whole or
 not at all), best.pt (the weights at the lowest validation loss so far) and metrics.csv (a row per logged
-iteration). Ctrl-C saves a checkpoint first; a kill at any moment leaves the previous one whole. What keeps a
-run safe (the checks before the first write, the atomic files, the one-line errors) is lib/training_run.py's Run;
-the research probes are lib/probes.py's Instruments.
+iteration). Ctrl-C saves a checkpoint first; a kill leaves the previous one whole (lib/training_run.py's Run).
 """
 
 import math
@@ -24,11 +22,12 @@ from contextlib import nullcontext
 import torch
 
 from lib.command_line import run_cli
+from lib.interventions import Instruments
 from lib.machine import Throughput, flops_per_token, process_group
 from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import get_batch, load_splits
-from lib.probes import Instruments, copy_probe, start_line
-from lib.progress import training_progress
+from lib.probes import copy_probe
+from lib.progress import start_line, training_progress
 from lib.training_run import Run, parse_settings
 from model import GPT
 
