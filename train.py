@@ -22,12 +22,13 @@ from contextlib import nullcontext
 import torch
 
 from lib.command_line import run_cli
+from lib.device import process_group
 from lib.interventions import Instruments
-from lib.machine import Throughput, flops_per_token, process_group
 from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import get_batch, load_splits
 from lib.probes import copy_probe
 from lib.progress import start_line, training_progress
+from lib.throughput import Throughput, flops_per_token
 from lib.training_run import Run, parse_settings
 from model import GPT
 

@@ -31,7 +31,7 @@ def imports_of(path, ours):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from lib import machine` imports lib.machine; `from lib.machine import x` imports lib.machine
+            # `from lib import memory` imports lib.memory; `from lib.memory import x` imports lib.memory
             names = [node.module] + [f'{node.module}.{alias.name}' for alias in node.names]
         else:
             continue
@@ -171,7 +171,7 @@ def test_the_files_a_reader_starts_with_stay_short(path, most):
 
 
 def test_prepare_py_starts_without_importing_torch():
-    # machine.py's docstring promises it: prepare.py (and --help) must not wait a second or two for torch.
+    # lib/memory.py's docstring promises it: prepare.py (and --help) must not wait a second or two for torch.
     import subprocess
     import sys
     code = "import sys, prepare; print('torch' in sys.modules)"
@@ -198,3 +198,10 @@ def test_the_layout_page_names_every_module_of_lib_and_lab():
     unnamed = sorted(os.path.relpath(path, REPO_ROOT) for path in modules
                      if f'`{os.path.relpath(path, REPO_ROOT)}`' not in layout)
     assert unnamed == []
+
+
+def test_prepare_py_reaches_no_device_code():
+    # lib/device.py chooses the device and imports torch; prepare.py only needs memory's messages (lib/memory.py)
+    graph = import_graph()
+    assert 'lib.memory' in reachable(graph, 'prepare')  # the walk does follow prepare.py's imports
+    assert sorted({'lib.device', 'lib.throughput'} & reachable(graph, 'prepare')) == []

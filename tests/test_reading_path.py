@@ -30,11 +30,11 @@ def test_train_py_is_at_most_310_lines():
     assert len(source('train.py').splitlines()) <= 310
 
 
-def test_train_py_takes_at_most_15_names_from_at_most_9_of_our_modules():
-    # 8 modules until the untie left the probes for lib/interventions.py: the same names, each from a room named for
-    # what it holds
+def test_train_py_takes_at_most_15_names_from_at_most_10_of_our_modules():
+    # 8 modules until the machine module became lib/device.py, lib/memory.py and lib/throughput.py and the untie
+    # left the probes for lib/interventions.py: the same names, each from a room named for what it holds
     imported = our_imports(ast.parse(source('train.py')))
-    assert len(imported) <= 9, sorted(imported)
+    assert len(imported) <= 10, sorted(imported)
     assert sum(map(len, imported.values())) <= 15, imported
 
 
