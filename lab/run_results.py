@@ -1,6 +1,6 @@
 """What one finished ablation run says: its result.json and metrics.csv read back into the numbers
-the summary compares (the loss at fractions of training, the best point, spikes, the copy probe),
-and its validation loss by how often the target token occurs in train.bin."""
+the summary compares (the loss at fractions of training, the best point, spikes, the copy probe, linear CKA
+against untied), and its validation loss by how often the target token occurs in train.bin."""
 
 import json
 import math

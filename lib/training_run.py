@@ -1,4 +1,4 @@
-"""What train.py's loop leans on to be safe, in two pieces it names once each:
+"""What train.py's loop leans on to be safe: its settings checked (parse_settings) and one run's files and guards (Run):
 
 parse_settings   the training settings of a command line (defaults, config files, --key=value) with every value
                  checked, so that a mistake is one line naming the key and what it allows.
