@@ -80,7 +80,7 @@ import time
 import torch
 
 import train
-from lib import machine, run_files
+from lib import memory, run_files
 from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
                                parse_row, recorded_config, recorded_eval_seed, untie_iter)
 from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
@@ -90,7 +90,7 @@ from lib.command_line import UserError, parse_modes, run_cli
 from lab.floor import floors
 from lab.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, usable_cores
 from lib.progress import say
-from lib.machine import pick_device, pick_dtype
+from lib.device import pick_device, pick_dtype
 from lib.prepared_data import load_meta
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
@@ -354,7 +354,7 @@ def ablate(cfg, argv=()):
     device = pick_device(cfg['device'])
     for _, _, run_cfg in runs[::cfg['seeds']]:
         run_cfg = dict(run_cfg, vocab_size=run_cfg['vocab_size'] or meta['vocab_size'])
-        machine.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
+        memory.check_memory(model_config(run_cfg, meta['vocab_size']), run_cfg, device,
                            pick_dtype(cfg['dtype'], device))
     make_folder(cfg['out_dir'], '--out_dir')  # made if missing, else one line naming it
     try:

@@ -29,7 +29,6 @@ from contextlib import nullcontext
 
 import torch
 
-from lib import machine
 import train
 from lib.command_line import UserError, parse_modes, run_cli
 from lib.hf_gpt2 import pretrained_args
@@ -38,8 +37,9 @@ from lib.prepared_data import load_meta
 from lib.run_files import MODEL_KEYS, load_checkpoint
 from lib.probes import GradSources
 from lib.training_run import compile_failure, make_model_config
-from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
-                         pick_compile, pick_device, pick_dtype, pick_pad_vocab)
+from lib.device import autocast_context, cpu_has_native_bf16, pick_compile, pick_device, pick_dtype, pick_pad_vocab
+from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error
+from lib.throughput import flops_per_token, gpu_peak_flops
 from model import GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
@@ -80,7 +80,7 @@ def peak_flops(device, dtype):
     """(FLOP/s, where the figure comes from): a GPU's datasheet, or on a CPU its practical ceiling, the best
     FLOP/s of a large square matmul in dtype measured here."""
     if device.startswith('cuda'):
-        return machine.gpu_peak_flops(device, dtype), 'datasheet'
+        return gpu_peak_flops(device, dtype), 'datasheet'
     # An emulated bf16 matmul runs at about 1-2 GFLOP/s: 2048^3 would take seconds per repeat, and
     # 512^3 measures the same ceiling in a fraction of one.
     size = 512 if dtype == 'bfloat16' and not cpu_has_native_bf16() else 2048
@@ -121,7 +121,7 @@ class Setting:
         for _ in range(cfg['gradient_accumulation_steps']):
             x, y, _ = train.get_batch(self.tokens, cfg['batch_size'], cfg['block_size'], self.generator)
             batches.append((x.to(self.device), y.to(self.device)))
-        with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/probes.Instruments)
+        with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/interventions)
             train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
                                 measure_norm=True)
         self.raw_model.after_optimizer_step()  # pit's retraction, as train.py's instruments run it
@@ -172,7 +172,7 @@ def main(argv):
             raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
     if cfg['bench_warmup'] < 0:
         raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
-    with out_of_memory_is_user_error(lambda: machine.batch_memory_advice(cfg)):
+    with out_of_memory_is_user_error(lambda: batch_memory_advice(cfg)):
         run_bench(cfg)
 
 
@@ -257,7 +257,7 @@ def run_bench(cfg):
         settings.append((label(other_pad), other_pad, None))
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
-        machine.check_memory(make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
+        check_memory(make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))
     rows = []
     for name, row_cfg, fused_adamw in settings:
         row = Setting(row_cfg, name, device, fused_adamw)

@@ -39,7 +39,6 @@ import torch
 from lib.atomic_files import make_folder
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
-from lib.probes import pit_matrices
 from lib.run_files import load_checkpoint, model_from_checkpoint
 
 DEFAULTS = dict(
@@ -73,6 +72,13 @@ def gpt2_config(args, untied):
                 resid_pdrop=args['dropout'], embd_pdrop=args['dropout'], attn_pdrop=args['dropout'],
                 layer_norm_epsilon=LAYER_NORM_EPS, tie_word_embeddings=not untied,
                 bos_token_id=eos, eos_token_id=eos)
+
+
+@torch.no_grad()
+def pit_matrices(model):
+    """pit as an untied model holds it: the input matrix (rows S^-1 u_i, n x d) and the head U S."""
+    U, L = model.token_embedding_table.weight, model.pit.cholesky()
+    return model.pit.lift(U[None])[0], U @ L @ L.t()
 
 
 def gpt2_state_dict(model):

@@ -36,8 +36,8 @@ from lib.atomic_files import atomic_path, output_file
 from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_meta
 from lib.init_loss_formula import predicted_initial_loss
-from lib.machine import (allowed_sizes, largest_that_fits, memory_floor, memory_shortfall,
-                         out_of_memory_is_user_error, pick_device, pick_pad_vocab)
+from lib.device import pick_device, pick_pad_vocab
+from lib.memory import allowed_sizes, largest_that_fits, memory_floor, memory_shortfall, out_of_memory_is_user_error
 from lib.probes import copy_probe
 from model import GPT, TIE_MODES, GPTConfig
 from lib.prepared_data import get_codec
@@ -158,7 +158,7 @@ def memory_advice(args):
 
 
 def check_memory(cfg, args, what='measuring', batch_size=None):
-    """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.machine.check_memory),
+    """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.memory.check_memory),
     naming the largest value of each size that would fit with the others as they are."""
     batch_size = args['batch_size'] if batch_size is None else batch_size
     need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731

@@ -38,7 +38,7 @@ class TieMode(NamedTuple):
     what: str
 
 
-# Every --tie_mode (__init__ reads `shares`, lib/machine.py `square_matmuls`). A new one: a row, its lines, a test.
+# Every --tie_mode (__init__ reads `shares`, lib/throughput.py `square_matmuls`). A new one: a row, its lines, a test.
 TIE_MODES = {
     'untied':      TieMode(False, 0, "a head matrix of its own: w_i . h is a cross term"),
     'tied':        TieMode(True,  0, "plain sharing: the baseline that shows (*)"),

@@ -42,7 +42,7 @@ import numpy as np
 from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, parse_config, run_cli
 from lib.corpus import is_corpus, prepare_corpus
-from lib.machine import format_bytes, memory_shortfall, out_of_memory_reason
+from lib.memory import format_bytes, memory_shortfall, out_of_memory_reason
 from lib.prepared_data import compact_ids, gpt2_encoding
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"

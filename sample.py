@@ -16,8 +16,8 @@ from torch.nn import functional as F
 
 from lib.command_line import UserError, check_seed, parse_config, run_cli
 from lib.hf_gpt2 import from_pretrained, pretrained_args, pretrained_meta
-from lib.machine import (autocast_context, format_bytes, largest_that_fits, memory_shortfall,
-                         out_of_memory_is_user_error, pick_device, pick_dtype, sampling_floor)
+from lib.device import autocast_context, pick_device, pick_dtype
+from lib.memory import format_bytes, largest_that_fits, memory_shortfall, out_of_memory_is_user_error, sampling_floor
 from lib.run_files import load_checkpoint, model_from_checkpoint
 from lib.prepared_data import get_codec
 from model import GPTConfig
@@ -159,7 +159,7 @@ def model_shape(ckpt, init_from):
 
 
 def check_memory(cfg, shape, prompt_tokens, device, dtype):
-    """Refuse sizes whose sampling cannot fit (lib.machine.sampling_floor) before the model is built or the
+    """Refuse sizes whose sampling cannot fit (lib.memory.sampling_floor) before the model is built or the
     output allocated: an allocator that overcommits would grant the output and the kernel would kill the
     process as it filled it."""
     def need(num_samples=cfg['num_samples'], max_new_tokens=cfg['max_new_tokens']):

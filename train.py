@@ -11,10 +11,8 @@ evaluate and checkpoint, batch, forward, backward, clip, step, log).
     torchrun --standalone --nproc_per_node=8 train.py config/train_shakespeare.py   # several GPUs (DDP)
 
 Writes to out_dir: ckpt.pt (model, optimizer, settings, iteration, RNG and data-order state: checkpoint() below,
-written whole or not at all), best.pt (the weights at the lowest validation loss so far) and metrics.csv (a row per logged
-iteration). Ctrl-C saves a checkpoint first; a kill at any moment leaves the previous one whole. What keeps a
-run safe (the checks before the first write, the atomic files, the one-line errors) is lib/training_run.py's Run;
-the research probes are lib/probes.py's Instruments.
+written whole or not at all), best.pt (the weights at the lowest validation loss so far) and metrics.csv (a row
+per logged iteration). Ctrl-C saves a checkpoint first; a kill leaves the previous one whole (lib/training_run.Run).
 """
 
 import math
@@ -25,12 +23,14 @@ from functools import partial
 import torch
 
 from lib.command_line import run_cli
-from lib.machine import Throughput, flops_per_token, process_group
+from lib.device import process_group
+from lib.interventions import Instruments
 from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import load_splits
-from lib.probes import Instruments, copy_probe, start_line
-from lib.progress import training_progress
+from lib.probes import copy_probe
+from lib.progress import start_line, training_progress
 from lib.run_files import MODEL_KEYS
+from lib.throughput import Throughput, flops_per_token
 from lib.training_run import Run, parse_settings
 from model import GPT
 

@@ -1,6 +1,6 @@
-"""An ablation's figures: loss_curves.png (every mode's training and validation loss, and its copy
-probe) and grad_sources.png (where the shared matrix's gradient comes from), mean over seeds with
-the seeds' range shaded. Each returns False, drawing nothing, where matplotlib is missing."""
+"""An ablation's figures: loss_curves.png (every mode's training and validation loss, and its copy probe),
+grad_sources.png (where the shared matrix's gradient comes from), the rate sweeps' heat maps and the tuned lens.
+Curves are means over seeds, their range shaded; each returns False, drawing nothing, without matplotlib."""
 
 import itertools
 import math

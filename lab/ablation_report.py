@@ -1,6 +1,6 @@
 """An ablation's report: mean and spread over seeds, intervals against untied (or another ablation) paired by seed
-beside Welch's, the floor that counting alone reaches (lab/floor.py), the markdown tables of summary.md,
-summary.json and runs.csv, and the loss-curve figure."""
+beside Welch's, the floor that counting alone reaches (lab/floor.py), and the markdown tables of summary.md,
+summary.json and runs.csv."""
 
 import csv
 import json

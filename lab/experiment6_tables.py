@@ -1,4 +1,4 @@
-"""The tables of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
+"""The tables and heat maps of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
 
     python lab/experiment6_tables.py            # prints the markdown tables
     python lab/experiment6_tables.py --figures  # and redraws docs/exp6_rates_{adamw,muon}.png from them

@@ -1,5 +1,5 @@
-"""Experiment 7's results (docs/experiment7.md), computed from the summaries committed under docs/results/
-(experiment7-STAGE-OPTIMIZER-SIZE, each a copy of the out-exp7-... folder's summary.json and summary.md):
+"""Experiment 7's result tables and figures (docs/experiment7.md), computed from the summaries committed under
+docs/results/ (experiment7-STAGE-OPTIMIZER-SIZE, each a copy of an out-exp7-... folder's summary.json and .md):
 
     python lab/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
     python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size, and

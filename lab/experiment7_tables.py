@@ -15,7 +15,7 @@
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' better cell, a line a dir
 
 config/experiment7.sh runs all but the first. Parameters are counted on models built on torch's meta device (no
-memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
+memory, no data needed), FLOPs per token by lib/throughput.flops_per_token, and Muon's Newton-Schulz steps beside them.
 """
 
 import json
@@ -107,7 +107,7 @@ _COUNTED = {}
 def counts(cfg, vocab_size=CORPUS['vocab_size']):
     """Parameters tied and untied, the token table's share of the tied model, the rest, and compute per token
     (kept per shape: the time estimates ask for the same few models hundreds of times)."""
-    from lib.machine import flops_per_token
+    from lib.throughput import flops_per_token
     from lib.run_files import MODEL_KEYS
     key = (vocab_size, *(cfg[k] for k in MODEL_KEYS if k not in ('vocab_size', 'tie_mode')))
     if key not in _COUNTED:

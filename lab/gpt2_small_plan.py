@@ -29,7 +29,8 @@ def plan(gpus=None, tokens_per_s=H100_TOKENS_S, corpus_tokens=OPENWEBTEXT_TOKENS
     import ablate
     import model
     from lab.ablation_grid import model_config
-    from lib.machine import flops_per_token, format_bytes, memory_floor
+    from lib.memory import format_bytes, memory_floor
+    from lib.throughput import flops_per_token
     cfg = ablate.parse_args([CONFIG])
     runs = len(cfg['modes'].split(',')) * cfg['seeds']
     tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']

@@ -1,6 +1,6 @@
 """What one finished ablation run says: its result.json and metrics.csv read back into the numbers
-the summary compares (the loss at fractions of training, the best point, spikes, the copy probe),
-and its validation loss by how often the target token occurs in train.bin."""
+the summary compares (the loss at fractions of training, the best point, spikes, the copy probe, linear CKA
+against untied), and its validation loss by how often the target token occurs in train.bin."""
 
 import json
 import math
@@ -14,7 +14,7 @@ from lab.ablation_grid import model_config
 from lib.atomic_files import atomic_write_bytes
 from lib.command_line import UserError
 from lib.init_loss_formula import predicted_initial_loss
-from lib.machine import pick_device
+from lib.device import pick_device
 from lab.tuned_lens import whole_split_batches
 from lib.prepared_data import load_splits
 

@@ -1,9 +1,8 @@
-"""python lab/untie_moments.py   (from the repository root, after experiment 5's prepare.py command)
-
-After --untie_at the token table keeps AdamW moments built from both gradient sources. How long
-does its update keep pointing along the head's? Experiment 5's BPE model (config/recipe_bpe.py's shape), tied at the
-recipe's rate for 200 steps, untied, then 120 steps: the cosine between the table's update and the head's, and the
-size of each, at a few steps after the untie (docs/training.md quotes them)."""
+"""How long AdamW's moments keep the token table's update along the head's after an untie (docs/training.md).
+The table's moments were built from both gradient sources. Experiment 5's BPE model (config/recipe_bpe.py's shape),
+tied at the recipe's rate for 200 steps, untied, then 120 steps: the cosine between the table's update and the
+head's, and the size of each, at a few steps after the untie. From the repository root, after experiment 5's
+prepare.py command: python lab/untie_moments.py"""
 import sys, os
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch

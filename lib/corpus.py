@@ -1,6 +1,6 @@
-"""A corpus larger than memory, for prepare.py --input=FOLDER (or a glob such as 'texts/*.jsonl'): every .txt file
-one document and every line of a .jsonl file one (its "text" field), tokenized with GPT-2's BPE by worker processes
-and streamed into train.bin and val.bin, so that memory stays flat however large the corpus.
+"""A corpus larger than memory (a folder or glob of .txt and .jsonl files, for prepare.py --input) tokenized with
+GPT-2's BPE by worker processes and streamed into train.bin and val.bin, so that memory stays flat however large
+the corpus. Every .txt file is one document, and every line of a .jsonl file one (its "text" field).
 
 Every VAL_EVERY-th document, counted over the files in sorted order, goes to val.bin: a fixed share (0.5 %) that
 does not depend on the number of workers. Each document ends with GPT-2's <|endoftext|>, as OpenWebText's bins do

@@ -30,7 +30,7 @@ import torch
 from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from lib.command_line import UserError
-from lib.machine import cpu_has_native_bf16
+from lib.device import cpu_has_native_bf16
 
 
 OPTIMIZERS = ('adamw', 'muon')

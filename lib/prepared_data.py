@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from lib.command_line import UserError
-from lib.machine import memory_shortfall, out_of_memory_reason
+from lib.memory import memory_shortfall, out_of_memory_reason
 
 
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token

@@ -1,15 +1,9 @@
-"""Probes: what the tying mechanism looks like while a model trains, measured on a batch and
-logged to metrics.csv (how much of a copying machine the model is), and pit's two matrices
-as an untied model would hold them; and the Instruments object through which train.py carries them all."""
-
-import contextlib
-import math
+"""Probes, and nothing else, each measuring what the tying mechanism looks like while a model trains and changing
+nothing: the copy probe (how much of a copying machine the model is, from an evaluation's logits) and the
+gradient-source probe (where the shared matrix's gradient comes from, over one optimizer step). What a run does
+to its model, the untie and pit's retraction, is lib/interventions.py's."""
 
 import torch
-
-from lib.init_loss_formula import predicted_initial_loss
-from lib.optimizers import untie_head
-from model import TIE_MODES
 
 
 def copy_probe(logits, idx, targets):
@@ -25,25 +19,6 @@ def copy_probe(logits, idx, targets):
     return dict(copy_prob=(self_logit - logits.logsumexp(-1)).exp().mean().item(),
                 repeat_rate=(targets == idx).float().mean().item(),
                 self_margin=(self_logit - logits.mean(-1)).mean().item())
-
-
-def start_line(config, tie_mode, val_loss, probe, copying):
-    """train.py's first line of a fresh run: its first evaluation beside what it means. A uniform guess scores log n,
-    (*) predicts this mode's start (docs/initial-loss.md), and the copy probe says whether the head copies its input
-    (copying: it gives the current token three times what the text's repeats or a uniform guess would), as plain
-    tying's does."""
-    why = "the head copies its input, the current token scoring far above every other" if copying \
-        else TIE_MODES[tie_mode].what
-    return (f"start: val loss {val_loss:.2f} against log n = {math.log(config.vocab_size):.2f} for a uniform guess; "
-            f"(*) predicts {predicted_initial_loss(config):.2f} for {tie_mode}: {why}; {100 * probe['copy_prob']:.0f} % "
-            f"of the probability on the current token, which comes next {100 * probe['repeat_rate']:.0f} % of the time")
-
-
-@torch.no_grad()
-def pit_matrices(model):
-    """pit as an untied model holds it: the input matrix (rows S^-1 u_i, n x d) and the head U S."""
-    U, L = model.token_embedding_table.weight, model.pit.cholesky()
-    return model.pit.lift(U[None])[0], U @ L @ L.t()
 
 
 class GradSources:
@@ -126,38 +101,3 @@ class GradSources:
             torch.distributed.all_reduce(input_part)
             input_part /= torch.distributed.get_world_size()
         return input_part.norm().item() / grad_scale, (whole['table'] - input_part).norm().item() / grad_scale
-
-
-class Instruments:
-    """The research instruments a training run carries, each optional and attached here, in one place:
-    - the gradient-source probe (GradSources), on the steps the loop logs or evaluates: metrics.csv's grad_in and
-      grad_out;
-    - --untie_at: at that iteration the shared matrix becomes two (lib/optimizers.untie_head), and the loop wraps
-      the model again (compile and DDP fix their parameters when they wrap);
-    - pit's retraction of its token memory onto orthonormal columns after every optimizer step
-      (model.GPT.after_optimizer_step; nothing for the other modes).
-    The copy probe needs no attaching: the evaluation reads it from the logits it computes anyway (copy_probe)."""
-
-    def __init__(self, model, optimizer, scaler, cfg):
-        self.model, self.optimizer = model, optimizer
-        self.untie_iter = round(cfg['untie_at'] * cfg['max_iters']) if cfg['untie_at'] is not None else None
-        self.grad_sources = GradSources(model, scaler)
-        self.probed = False
-
-    def unties_now(self, iter_num):
-        """--untie_at: True at the iteration where the shared matrix is split (the loop then wraps the model)."""
-        if iter_num != self.untie_iter or not self.model.is_tied:
-            return False
-        untie_head(self.model, self.optimizer)
-        return True
-
-    def watching(self, probe):
-        """Around one optimizer step: the gradient-source probe where probe is true (on every DDP rank alike: its
-        all-reduce needs them all)."""
-        self.probed = probe
-        return self.grad_sources if probe else contextlib.nullcontext()
-
-    def after_step(self):
-        """After the optimizer's step: pit's retraction; (grad_in, grad_out) of a probed step, else None."""
-        self.model.after_optimizer_step()
-        return self.grad_sources.norms() if self.probed else None

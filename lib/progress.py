@@ -1,8 +1,9 @@
-"""What a long command shows while it runs. On a terminal: a tqdm bar, redrawn in place. Anywhere else (output
-sent to a file, `nohup`, a pipe, CI, a cluster job): plain lines, since a redrawn bar there is one enormous line
-of carriage returns that no one can read or grep. train.py writes a line per logged iteration; ablate.py's grid
+"""What a long command shows while it runs: a bar on a terminal, plain lines anywhere else, and the line that starts
+a fresh train.py run. Elsewhere than a terminal (a file, `nohup`, a pipe, CI, a cluster job) a redrawn bar is one
+enormous line of carriage returns, so train.py writes a line per logged iteration; ablate.py's grid
 (lab/grid_runner.GridBar) a line per finished run and one on the grid's progress every so often."""
 
+import math
 import sys
 
 
@@ -46,6 +47,20 @@ def training_progress(total, initial, desc, enabled):
     if enabled and not on_terminal():
         return IterationLines(total, initial, desc)
     return tqdm(total=total, initial=initial, disable=not enabled, dynamic_ncols=True, desc=desc)
+
+
+def start_line(config, tie_mode, val_loss, probe, copying):
+    """train.py's first line of a fresh run: its first evaluation beside what it means. A uniform guess scores log n,
+    (*) predicts this mode's start (docs/initial-loss.md), and the copy probe says whether the head copies its input
+    (copying: it gives the current token three times what the text's repeats or a uniform guess would), as plain
+    tying's does."""
+    from lib.init_loss_formula import predicted_initial_loss  # here, not above: both import torch, and prepare.py
+    from model import TIE_MODES                                # (through lib/corpus.py) must start without it
+    why = "the head copies its input, the current token scoring far above every other" if copying \
+        else TIE_MODES[tie_mode].what
+    return (f"start: val loss {val_loss:.2f} against log n = {math.log(config.vocab_size):.2f} for a uniform guess; "
+            f"(*) predicts {predicted_initial_loss(config):.2f} for {tie_mode}: {why}; {100 * probe['copy_prob']:.0f} % "
+            f"of the probability on the current token, which comes next {100 * probe['repeat_rate']:.0f} % of the time")
 
 
 def say(bar, line):

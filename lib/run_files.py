@@ -9,7 +9,7 @@ import os
 import torch
 
 from lib.command_line import UserError
-from lib.machine import matrix_params, memory_shortfall, out_of_memory_reason
+from lib.memory import matrix_params, memory_shortfall, out_of_memory_reason
 from model import GPT, GPTConfig
 
 

@@ -1,4 +1,4 @@
-"""What train.py's loop leans on to be safe, in two pieces it names once each:
+"""What train.py's loop leans on to be safe: its settings checked (parse_settings) and one run's files and guards (Run):
 
 parse_settings   the training settings of a command line (defaults, config files, --key=value) with every value
                  checked, so that a mistake is one line naming the key and what it allows.
@@ -22,8 +22,8 @@ from contextlib import ExitStack, contextmanager, suppress
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError, check_seed, parse_config
 from lib.hf_gpt2 import start_from_pretrained
-from lib.machine import (batch_memory_advice, check_memory, ctrl_c_saves, out_of_memory_is_user_error,
-                         out_of_memory_reason)
+from lib.device import ctrl_c_saves
+from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates)
 from lib.prepared_data import where_held

@@ -11,7 +11,8 @@ import torch
 import sample
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
-from lib.probes import GradSources, pit_matrices
+from export import pit_matrices
+from lib.probes import GradSources
 from model import GPT, GPTConfig
 from lib.optimizers import configure_optimizers
 

@@ -13,7 +13,7 @@ import torch
 import sample
 import train
 from conftest import run_in_process, tiny_train_args
-from lib.machine import GPU_PEAK_FLOPS
+from lib.throughput import GPU_PEAK_FLOPS
 
 pytestmark = pytest.mark.cuda_branch
 

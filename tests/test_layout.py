@@ -31,7 +31,7 @@ def imports_of(path, ours):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from lib import machine` imports lib.machine; `from lib.machine import x` imports lib.machine
+            # `from lib import memory` imports lib.memory; `from lib.memory import x` imports lib.memory
             names = [node.module] + [f'{node.module}.{alias.name}' for alias in node.names]
         else:
             continue
@@ -171,7 +171,7 @@ def test_the_files_a_reader_starts_with_stay_short(path, most):
 
 
 def test_prepare_py_starts_without_importing_torch():
-    # machine.py's docstring promises it: prepare.py (and --help) must not wait a second or two for torch.
+    # lib/memory.py's docstring promises it: prepare.py (and --help) must not wait a second or two for torch.
     import subprocess
     import sys
     code = "import sys, prepare; print('torch' in sys.modules)"
@@ -191,10 +191,49 @@ def test_the_lab_scripts_run_from_the_repository_root_as_the_docs_write_them(com
     assert result.stdout.strip()
 
 
-def test_the_layout_page_names_every_module_of_lib_and_lab():
+def first_sentence(doc):
+    """A docstring's first sentence, whitespace collapsed: its opening paragraph up to the first full stop that ends a
+    sentence (one followed by a space and no digit, and not an ellipsis: 'et al. 2023' and 'out-... folder' go on),
+    without the full stop, or the colon that ends a paragraph introducing a list."""
+    paragraph = ' '.join(doc.strip().split('\n\n', 1)[0].split())
+    return re.split(r'(?<!\.)\.(?=\s+[^\s\d])', paragraph, maxsplit=1)[0].rstrip('.:')
+
+
+def layout_cells(text):
+    """{path: cell} of the layout page's tables of lib/ and lab/: the 'what it holds' column of each row."""
+    rows = re.findall(r'^ *\| `((?:lib|lab)/\w+\.py)` \| (.*?) \|$', text, flags=re.M)
+    return dict(rows)
+
+
+def stale_cells(text):
+    """Each lib/ and lab/ module whose cell in the layout page is not its docstring's first sentence: the path, the
+    cell, and the row the page should have."""
+    cells, stale = layout_cells(text), []
+    for name, path in sorted(our_modules().items()):
+        if name.split('.')[0] in ('lib', 'lab'):
+            relative = os.path.relpath(path, REPO_ROOT)
+            holds = first_sentence(ast.get_docstring(ast.parse(open(path, encoding='utf-8').read())))
+            if cells.get(relative) != holds:
+                stale.append((relative, cells.get(relative), f'| `{relative}` | {holds} |'))
+    return stale
+
+
+def test_the_layout_page_says_what_each_module_holds_in_its_docstrings_first_sentence():
+    # docs/layout.md cannot go stale: each row's cell is the module's own opening sentence, word for word, so a
+    # module that changes what it holds changes its docstring and the page with it (the message gives the new row).
     with open(os.path.join(REPO_ROOT, 'docs', 'layout.md'), encoding='utf-8') as f:
         layout = f.read()
-    modules = [path for path in our_modules().values() if os.path.basename(os.path.dirname(path)) in ('lib', 'lab')]
-    unnamed = sorted(os.path.relpath(path, REPO_ROOT) for path in modules
-                     if f'`{os.path.relpath(path, REPO_ROOT)}`' not in layout)
-    assert unnamed == []
+    assert stale_cells(layout) == []
+    assert len(layout_cells(layout)) == sum(name.split('.')[0] in ('lib', 'lab') for name in our_modules())
+    # ... and a stale or missing cell is caught (a sentence, not a paragraph, is what a cell holds).
+    assert [row[0] for row in stale_cells(layout.replace('| `lib/probes.py` | Probes', '| `lib/probes.py` | Pro'))] \
+        == ['lib/probes.py']
+    assert first_sentence('The lens (Belrose et al. 2023): each layer. More.\n\nNext.') == 'The lens (Belrose et al. 2023): each layer'
+    assert first_sentence('A list, in two pieces:\n\nparse_settings   the settings.') == 'A list, in two pieces'
+
+
+def test_prepare_py_reaches_no_device_code():
+    # lib/device.py chooses the device and imports torch; prepare.py only needs memory's messages (lib/memory.py)
+    graph = import_graph()
+    assert 'lib.memory' in reachable(graph, 'prepare')  # the walk does follow prepare.py's imports
+    assert sorted({'lib.device', 'lib.throughput'} & reachable(graph, 'prepare')) == []

@@ -81,7 +81,7 @@ def expansions(path):
 
 def exists(path):
     """A repository path as text names it: a file or folder, a glob with a match, a module without .py
-    (lab/ablation_report), or a module's attribute (lib/machine.flops_per_token) that the module defines."""
+    (lab/ablation_report), or a module's attribute (lib/throughput.flops_per_token) that the module defines."""
     full = os.path.join(REPO_ROOT, path)
     if '*' in path:
         return bool(glob.glob(full))
@@ -176,12 +176,12 @@ def test_the_checks_see_what_they_check():
     assert broken_links('docs/training.md', '[a](experiments.md) [b](experiment99.md) [c](../README.md#the-knobs)'
                         ' [d](../README.md#no-such-heading) [e](#sampling) [f](https://example.com/x.md)') == [
         'experiment99.md (no docs/experiment99.md)', '../README.md#no-such-heading (no heading #no-such-heading in README.md)']
-    assert missing_paths('lib/machine.py lab/run_results.lens_numbers docs/results/experiment7-* lib/ '
+    assert missing_paths('lib/device.py lab/run_results.lens_numbers docs/results/experiment7-* lib/ '
                          'docs/exp6_rates_{adamw,muon}.png config/ladder_SIZE.py DIR/FILE out-x/lib.py data/x') == []
-    assert missing_paths('lib/tuned_lens.py, docs/experiment7_tables.py. lib/machine.no_such_function '
+    assert missing_paths('lib/tuned_lens.py, docs/experiment7_tables.py. lib/device.no_such_function '
                          'docs/exp6_rates_{adamw,sgd}.png') == [
-        'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/machine.no_such_function', 'docs/exp6_rates_sgd.png']
-    assert missing_sections('lib/machine.py', '(docs/performance.md, "A padded vocabulary") '
+        'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/device.no_such_function', 'docs/exp6_rates_sgd.png']
+    assert missing_sections('lib/device.py', '(docs/performance.md, "A padded vocabulary") '
                             '(docs/experiment6.md, "Wall time") (README, "The knobs")') == ['docs/experiment6.md, "Wall time"']
     assert unopenable_citations("DESIGN's section 1") == ["DESIGN"]  # the notes named without their file name too
     assert unopenable_citations("a design of its own") == []

@@ -1,13 +1,14 @@
-"""The machine: out-of-memory messages, memory bounds, device and dtype choice."""
+"""The machine a run is on: out-of-memory messages and memory bounds (lib/memory.py), device and dtype choice
+(lib/device.py)."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-from lib import machine
+from lib import device, memory
 from lib.command_line import UserError
-from lib.machine import cpu_has_native_bf16, pick_device, pick_dtype
+from lib.device import cpu_has_native_bf16, pick_device, pick_dtype
 
 
 # -----------------------------------------------------------------------------
@@ -27,56 +28,56 @@ def refused_allocation():
 def test_out_of_memory_reason_recognises_every_allocator_and_nothing_else():
     import numpy as np
     import torch
-    assert machine.out_of_memory_reason(refused_allocation()) == "could not allocate 1.0 PiB"
+    assert memory.out_of_memory_reason(refused_allocation()) == "could not allocate 1.0 PiB"
     with pytest.raises(MemoryError) as numpy_error:
         np.empty(2 ** 47)  # "Unable to allocate 1.00 PiB for an array with shape ..."
-    assert machine.out_of_memory_reason(numpy_error.value).startswith("could not allocate 1")
+    assert memory.out_of_memory_reason(numpy_error.value).startswith("could not allocate 1")
     # The messages of the allocators that this machine lacks, as torch words them.
     cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
                                   "79.19 GiB of which 3.12 GiB is free.")
-    assert machine.out_of_memory_reason(cuda) == "could not allocate 20.00 GiB"
+    assert memory.out_of_memory_reason(cuda) == "could not allocate 20.00 GiB"
     assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
     mps = RuntimeError("MPS backend out of memory (MPS allocated: 1.20 GB, other allocations: 2.00 MB, max allowed: "
                        "18.13 GB). Tried to allocate 256.00 MiB on private pool.")
-    assert machine.out_of_memory_reason(mps) == "could not allocate 256.00 MiB"
+    assert memory.out_of_memory_reason(mps) == "could not allocate 256.00 MiB"
     windows = RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 5368709120 bytes.")
-    assert machine.out_of_memory_reason(windows) == "could not allocate 5.0 GiB"
-    assert machine.out_of_memory_reason(MemoryError()) == "an allocation failed"
+    assert memory.out_of_memory_reason(windows) == "could not allocate 5.0 GiB"
+    assert memory.out_of_memory_reason(MemoryError()) == "an allocation failed"
     for other in (RuntimeError("size mismatch for lm_head.weight"), ValueError("out of memory"), KeyError("x"),
                   UserError("--batch_size must be a positive integer")):
-        assert machine.out_of_memory_reason(other) is None
+        assert memory.out_of_memory_reason(other) is None
 
 
 def test_out_of_memory_becomes_a_user_error_with_the_callers_advice():
     with pytest.raises(UserError) as info:
-        with machine.out_of_memory_is_user_error(lambda: "--batch_size=12; use a smaller --batch_size"):
+        with memory.out_of_memory_is_user_error(lambda: "--batch_size=12; use a smaller --batch_size"):
             raise refused_allocation()
     assert str(info.value) == "out of memory (could not allocate 1.0 PiB); --batch_size=12; use a smaller --batch_size"
     assert info.value.__cause__ is None and info.value.__suppress_context__
     with pytest.raises(ZeroDivisionError):  # anything else passes through untouched
-        with machine.out_of_memory_is_user_error("never shown"):
+        with memory.out_of_memory_is_user_error("never shown"):
             1 / 0
 
 
 def test_memory_shortfall_and_format_bytes(monkeypatch):
-    assert [machine.format_bytes(n) for n in (100, 1536, 25 * 2 ** 30, 3 * 2 ** 50, 5 * 2 ** 60)] == [
+    assert [memory.format_bytes(n) for n in (100, 1536, 25 * 2 ** 30, 3 * 2 ** 50, 5 * 2 ** 60)] == [
         "100 bytes", "1.5 KiB", "25.0 GiB", "3.0 PiB", "5120.0 PiB"]
-    total = machine.device_memory("cpu")
+    total = memory.device_memory("cpu")
     assert total and total > 2 ** 28  # a machine that runs these tests has more than 256 MiB
-    assert machine.memory_shortfall(total, "cpu") is None
-    assert machine.memory_shortfall(total + 1, "cpu") == (
-        f"at least {machine.format_bytes(total + 1)}, more than the {machine.format_bytes(total)} of RAM and swap on cpu")
-    assert machine.device_memory("mps") == total  # the host's memory, which MPS shares
-    monkeypatch.setattr(machine, "device_memory", lambda device: 80 * 2 ** 30)
-    assert machine.memory_shortfall(2 ** 40, "cuda:1") == "at least 1.0 TiB, more than the 80.0 GiB of memory on cuda:1"
+    assert memory.memory_shortfall(total, "cpu") is None
+    assert memory.memory_shortfall(total + 1, "cpu") == (
+        f"at least {memory.format_bytes(total + 1)}, more than the {memory.format_bytes(total)} of RAM and swap on cpu")
+    assert memory.device_memory("mps") == total  # the host's memory, which MPS shares
+    monkeypatch.setattr(memory, "device_memory", lambda device: 80 * 2 ** 30)
+    assert memory.memory_shortfall(2 ** 40, "cuda:1") == "at least 1.0 TiB, more than the 80.0 GiB of memory on cuda:1"
     # Unknown memory, or more than one process can address: the address space is the limit.
     for total in (None, 2 ** 60):
-        monkeypatch.setattr(machine, "device_memory", lambda device: total)
-        assert machine.memory_shortfall(2 ** 47, "cpu") is None
-        assert machine.memory_shortfall(2 ** 47 + 1, "cpu").endswith("more than the 128.0 TiB one process can address")
-    assert machine.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 10 ** 6) == 128
-    assert machine.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 100) == 100
-    assert machine.largest_that_fits(lambda v: 2 ** 48 + v, "cpu", 100) == 0
+        monkeypatch.setattr(memory, "device_memory", lambda device: total)
+        assert memory.memory_shortfall(2 ** 47, "cpu") is None
+        assert memory.memory_shortfall(2 ** 47 + 1, "cpu").endswith("more than the 128.0 TiB one process can address")
+    assert memory.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 10 ** 6) == 128
+    assert memory.largest_that_fits(lambda v: 2 ** 40 * v, "cpu", 100) == 100
+    assert memory.largest_that_fits(lambda v: 2 ** 48 + v, "cpu", 100) == 0
 
 
 # -----------------------------------------------------------------------------
@@ -114,10 +115,10 @@ def test_pick_dtype_on_cuda(monkeypatch):
 
 
 def test_pick_dtype(monkeypatch):
-    monkeypatch.setattr(machine, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: True)
     assert pick_dtype("auto", "cpu") == "bfloat16"
     assert pick_dtype("auto", "mps") == "float32"
-    monkeypatch.setattr(machine, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: False)
     assert pick_dtype("auto", "cpu") == "float32"
     assert pick_dtype("float32", "cpu") == "float32"
     assert pick_dtype("bfloat16", "cpu") == "bfloat16"
@@ -148,14 +149,14 @@ def test_native_bf16_follows_what_torch_reports(monkeypatch):
 
 
 def test_pick_dtype_on_a_cpu_that_emulates_bf16_warns_once_for_an_explicit_choice(monkeypatch, capsys):
-    monkeypatch.setattr(machine, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: False)
     assert pick_dtype("bfloat16", "cpu") == "bfloat16"
     warning = capsys.readouterr().err.splitlines()
     assert len(warning) == 1 and warning[0].startswith("warning: --dtype=bfloat16") and "float32" in warning[0]
     assert pick_dtype("bfloat16", "cpu", warn=False) == "bfloat16"
     assert pick_dtype("auto", "cpu") == "float32"
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(machine, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: True)
     assert pick_dtype("bfloat16", "cpu") == "bfloat16"
     assert capsys.readouterr().err == ""
 
@@ -166,7 +167,7 @@ AVX2_ONLY = dict(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
 def test_an_avx2_cap_makes_auto_pick_float32_in_a_fresh_process():
     # The settings that turn any AVX-512 machine into an AVX2-only one for torch (a bug once: --dtype=auto
     # used to read avx512_bf16 from /proc/cpuinfo and run emulated bf16 here).
-    code = "from lib import machine; print(machine.cpu_has_native_bf16(), machine.pick_dtype('auto', 'cpu'))"
+    code = "from lib import device; print(device.cpu_has_native_bf16(), device.pick_dtype('auto', 'cpu'))"
     result = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             env=dict(os.environ, **AVX2_ONLY), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

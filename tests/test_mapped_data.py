@@ -57,9 +57,9 @@ def test_a_run_on_mapped_data_trains_as_one_in_memory_and_says_so(tiny_data, tmp
 
 
 def test_only_the_splits_held_in_memory_count_against_the_machines_memory(tiny_data, monkeypatch):
-    from lib import machine
+    from lib import memory
     from lib.command_line import UserError
-    monkeypatch.setattr(machine, 'device_memory', lambda device: 1024)  # a machine of 1 KiB
+    monkeypatch.setattr(memory, 'device_memory', lambda device: 1024)  # a machine of 1 KiB
     cfg = dict(data_dir=tiny_data, dataset='tiny', block_size=16)
     with pytest.raises(UserError, match='holds a split of up to'):
         load_splits(cfg)  # held in memory, the tiny corpus needs more than 1 KiB

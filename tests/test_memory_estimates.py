@@ -2,7 +2,7 @@
 machine's memory: on a machine with more memory than a request asks for, an allocator that
 overcommits (Linux's vm.overcommit_memory=1, usual on GPU servers) says yes to it, and the process grows until the
 kernel's OOM killer ends it without a word. So these tests pretend the machine has 24 GiB, 2 TiB, or more than
-any request here (lib.machine.device_memory), and fail the test if a model is built before the refusal.
+any request here (lib.memory.device_memory), and fail the test if a model is built before the refusal.
 docs/robustness.md, rows 41-46 and 97-103."""
 
 import os
@@ -16,7 +16,8 @@ import torch
 
 import train
 from conftest import TINY_TRAIN, assert_one_line_error, run_in_process, tiny_corpus, tiny_train_args, train_tiny_run
-from lib import machine
+from lib import memory
+from lib.device import autocast_context, pick_dtype
 from model import GPT, GPTConfig
 from sample import generate
 
@@ -55,7 +56,7 @@ def finished_run(tiny_data, tmp_path_factory):
 
 
 def pretend_memory(monkeypatch, total):
-    monkeypatch.setattr(machine, 'device_memory', lambda device: total)
+    monkeypatch.setattr(memory, 'device_memory', lambda device: total)
 
 
 def refuse_to_build(monkeypatch):
@@ -82,11 +83,11 @@ def estimate(case, finished_run):
         shape = sample.model_shape(torch.load(os.path.join(finished_run, 'ckpt.pt'), weights_only=True), 'resume')
         sizes = {'num_samples': sample.DEFAULTS['num_samples'], 'max_new_tokens': sample.DEFAULTS['max_new_tokens'],
                  **given}
-        dtype = machine.pick_dtype(sample.DEFAULTS['dtype'], 'cpu')
+        dtype = pick_dtype(sample.DEFAULTS['dtype'], 'cpu')
 
         def need(key, value):  # the default prompt, '\n': one token
             changed = {**sizes, key: value}
-            return machine.sampling_floor(shape, changed['num_samples'], 1, changed['max_new_tokens'], dtype)
+            return memory.sampling_floor(shape, changed['num_samples'], 1, changed['max_new_tokens'], dtype)
         return need, {}
     if script == 'init_loss.py':
         settings = {**init_loss.DEFAULTS, 'tie_mode': 'tied', **given}
@@ -96,16 +97,16 @@ def estimate(case, finished_run):
     else:
         defaults = bench.DEFAULTS if script == 'bench.py' else {**train.DEFAULTS, **TINY_TRAIN, **MODEL}
         settings = {**defaults, **given}
-        dtype, training, micro_batches = machine.pick_dtype(settings['dtype'], 'cpu'), True, True
+        dtype, training, micro_batches = pick_dtype(settings['dtype'], 'cpu'), True, True
 
     def need(key, value):
         changed = {**settings, key: value}
         config = types.SimpleNamespace(**{k: changed[k] for k in MODEL})
         if key not in ('batch_size', 'gradient_accumulation_steps') and training:
-            return machine.memory_floor(config, 0, dtype)  # the weights, their gradients and AdamW's moments
+            return memory.memory_floor(config, 0, dtype)  # the weights, their gradients and AdamW's moments
         batch = changed['batch_size']
         tokens = 16 * changed['gradient_accumulation_steps'] * batch * changed['block_size'] if micro_batches else 0
-        return machine.memory_floor(config, batch, dtype, training=training) + tokens
+        return memory.memory_floor(config, batch, dtype, training=training) + tokens
     return need, {'n_embd': settings['n_head']}
 
 
@@ -124,12 +125,12 @@ def test_a_size_too_large_is_refused_by_the_estimate_before_anything_is_built(ca
     assert re.search(rf'at most (--\w+=\d+ or )*--{offered}=\d+( or --\w+=\d+)* fits here', line), line
     # each size offered as a number: the largest that fits by the estimate, the next one not
     need, step = estimate(case, finished_run)
-    limit = min(machine_size, machine.ADDRESS_SPACE)
+    limit = min(machine_size, memory.ADDRESS_SPACE)
     for key, value in re.findall(r'--(\w+)=(\d+)', line.split('at most ')[1].split(' fits here')[0]):
         most = int(value)
         assert need(key, most) <= limit < need(key, most + step.get(key, 1)), (key, most)
-    limit = 'the 128.0 TiB one process can address' if machine_size > machine.ADDRESS_SPACE else \
-        f'the {machine.format_bytes(machine_size)} of RAM and swap on cpu'
+    limit = 'the 128.0 TiB one process can address' if machine_size > memory.ADDRESS_SPACE else \
+        f'the {memory.format_bytes(machine_size)} of RAM and swap on cpu'
     assert f'more than {limit}' in line
     assert not os.path.exists(tmp_path / 'out') and not os.path.exists(tmp_path / 'fig.png')  # nothing written
 
@@ -151,7 +152,7 @@ def test_what_the_line_allows_is_the_largest_that_fits(finished_run, monkeypatch
     most = int(re.search(r'at most --num_samples=(\d+)', assert_one_line_error(result)).group(1))
     ckpt = torch.load(os.path.join(finished_run, 'ckpt.pt'), weights_only=True)
     shape = sample.model_shape(ckpt, 'resume')
-    need = lambda n: machine.sampling_floor(shape, n, 1, 7, 'float32')  # noqa: E731  (the prompt '\n': 1 token)
+    need = lambda n: memory.sampling_floor(shape, n, 1, 7, 'float32')  # noqa: E731  (the prompt '\n': 1 token)
     assert need(most) <= 24 * GiB < need(most + 1)
 
 
@@ -178,15 +179,15 @@ def test_sampling_floor_is_below_what_generate_holds(dtype, prompt, new):
     hooks += [block.mlp.c_fc.register_forward_hook(mlp_hidden) for block in model.blocks]
     hooks.append(model.register_forward_hook(logits))
     x = torch.randint(config.vocab_size, (batch, prompt))
-    with machine.autocast_context('cpu', dtype):
+    with autocast_context('cpu', dtype):
         out = generate(model, x, new)
     for hook in hooks:
         hook.remove()
     held = sum(p.nbytes for p in model.parameters()) + x.nbytes + out.nbytes + max(steps)
-    floor = machine.sampling_floor(config, batch, prompt, new, dtype)
+    floor = memory.sampling_floor(config, batch, prompt, new, dtype)
     assert floor <= held
     assert floor > held / 3  # and not vacuous
-    assert machine.sampling_floor(config, batch, prompt, 0, dtype) < floor  # no step without new tokens
+    assert memory.sampling_floor(config, batch, prompt, 0, dtype) < floor  # no step without new tokens
 
 
 def test_prepared_data_or_a_text_too_large_is_refused_before_it_is_read(tiny_data, finished_run, tmp_path, monkeypatch):
@@ -226,16 +227,16 @@ def test_a_checkpoint_edited_to_an_absurd_size_is_refused_before_it_is_built(fin
 def test_the_limit_on_the_device_is_its_own_memory(tiny_data, tmp_path, monkeypatch):
     # On CUDA where it is there: the GPU's total, read from the device, not the host's RAM.
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    total = torch.cuda.get_device_properties(0).total_memory if device == 'cuda' else machine.device_memory('cpu')
+    total = torch.cuda.get_device_properties(0).total_memory if device == 'cuda' else memory.device_memory('cpu')
     kind = 'memory' if device == 'cuda' else 'RAM and swap'
-    assert machine.memory_limit(device) == (total, f'the {machine.format_bytes(total)} of {kind} on {device}')
+    assert memory.memory_limit(device) == (total, f'the {memory.format_bytes(total)} of {kind} on {device}')
     # A batch between the device's memory and the address space: refused for this device alone, before building.
     # what a step holds by the estimate: memory_floor, and its one micro-batch of x and y (int64)
-    need = lambda b: machine.memory_floor(GPTConfig(**MODEL), b, 'float32') + 16 * b * MODEL['block_size']  # noqa
-    batch = machine.largest_that_fits(need, device, 10 ** 12) + 1
-    assert need(batch) < machine.ADDRESS_SPACE
+    need = lambda b: memory.memory_floor(GPTConfig(**MODEL), b, 'float32') + 16 * b * MODEL['block_size']  # noqa
+    batch = memory.largest_that_fits(need, device, 10 ** 12) + 1
+    assert need(batch) < memory.ADDRESS_SPACE
     refuse_to_build(monkeypatch)
     line = assert_one_line_error(run_in_process('train.py', *tiny_train_args(
         tiny_data, str(tmp_path / 'out'), device=device, dtype='float32', batch_size=batch)))
-    assert f'more than the {machine.format_bytes(total)} of {kind} on {device}' in line
+    assert f'more than the {memory.format_bytes(total)} of {kind} on {device}' in line
     assert f'at most --batch_size={batch - 1} fits here' in line

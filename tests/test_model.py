@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from init_loss import measure_initial_losses, predicted_initial_loss
-from lib.machine import autocast_context, flops_per_token, memory_floor
+from lib.device import autocast_context
+from lib.memory import memory_floor
+from lib.throughput import flops_per_token
 from lib.training_run import param_breakdown
 from model import GPT, GPTConfig, TIE_MODES
 from lib.optimizers import configure_optimizers

@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from lib.command_line import UserError
-from lib.machine import autocast_context, pick_pad_vocab
+from lib.device import autocast_context, pick_pad_vocab
 from lib.run_files import read_metrics
 from model import GPT, GPTConfig, TIE_MODES
 from lib.optimizers import configure_optimizers

@@ -53,9 +53,11 @@ def test_one_step_reads_in_three_files_and_the_checkpoint_in_train_py():
                 and ast.unparse(node.func).endswith(('.state_dict', 'get_rng_state', 'load_state_dict'))]
 
 
-def test_train_py_takes_at_most_15_names_from_at_most_8_of_our_modules():
+def test_train_py_takes_at_most_15_names_from_at_most_10_of_our_modules():
+    # 8 modules until the machine module became lib/device.py, lib/memory.py and lib/throughput.py and the untie
+    # left the probes for lib/interventions.py: the same names, each from a room named for what it holds
     imported = our_imports(ast.parse(source('train.py')))
-    assert len(imported) <= 8, sorted(imported)
+    assert len(imported) <= 10, sorted(imported)
     assert sum(map(len, imported.values())) <= 15, imported
 
 

@@ -173,7 +173,7 @@ BAD_INPUTS = {
     'init_loss_unknown_device': ('init_loss.py', ['--device=gpu'], ["--device='gpu' is not a device"]),
     'bench_negative_warmup': ('bench.py', ['--bench_warmup=-1'], ['--bench_warmup must be zero or more, got -1']),
     # Sizes that cannot fit in this machine's memory: refused by the project's own estimate before anything is
-    # allocated or written (lib.machine.check_memory, sample.check_memory), never left to an allocator, which on
+    # allocated or written (lib.memory.check_memory, sample.check_memory), never left to an allocator, which on
     # a machine that overcommits says yes (tests/test_memory_estimates.py pretends to be one).
     'batch_too_large_for_memory': ('train.py', ['--batch_size=10000000000000'],
                                    ['a training step needs at least ', ' more than the ',
