@@ -1,4 +1,5 @@
-"""Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
+"""Experiment 7's plan: its ladder, grids and time per stage, and the rows config/experiment7.sh trains, computed
+from its configs rather than typed.
 
     python lab/experiment7_tables.py                 # the ladder, claim 19's models, and the time per stage from
                                                      # `bash config/experiment7.sh time`'s runs (Zen 4): their own
@@ -18,15 +19,15 @@ config/experiment7.sh runs all but the first. Parameters are counted on models b
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
 """
 
-import json
 import math
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, 'docs', 'results')  # the committed summaries: experiment7-STAGE-OPTIMIZER-SIZE/
 sys.path.insert(0, ROOT)
+# RESULTS: the committed summaries, experiment7-STAGE-OPTIMIZER-SIZE/
+from lab.summary_tables import RESULTS, lowest, read_summary  # noqa: E402
 
 # What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
 # tests/test_experiment7.py compares them with data/ where the corpus is prepared, so that no table needs data/.
@@ -171,11 +172,7 @@ def measured_rates():
     arithmetic over their command's wall clock."""
     timed, wall = {}, {}
     for size, seconds in TIME_STAGE_WALL.items():
-        path = os.path.join(ROOT, f'out-exp7-time-{size}', 'summary.json')
-        if not os.path.exists(path):
-            path = os.path.join(RESULTS, f'experiment7-time-{size}', 'summary.json')
-        with open(path, encoding='utf-8') as f:
-            modes = json.load(f)['modes']
+        modes = read_summary(committed_copy(os.path.join(ROOT, f'out-exp7-time-{size}')))['modes']
         cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
         shape = counts(cfg)
         per_token = shape['flops'] + shape['muon_step'] / (cfg['batch_size'] * cfg['block_size'])
@@ -283,19 +280,21 @@ def cost_shares():
             f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
 
 
+def committed_copy(out_dir):
+    """out_dir, or where its summary is gone (on a machine without its runs: out-*/ is not committed) the folder
+    under docs/results/ that holds a copy of it, if any (out-exp7-X is experiment7-X)."""
+    kept = os.path.join(RESULTS, os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1))
+    gone = not os.path.exists(os.path.join(out_dir, 'summary.json'))
+    return kept if gone and os.path.exists(os.path.join(kept, 'summary.json')) else out_dir
+
+
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lab.ablation_figure import rate_cells
-    path = os.path.join(out_dir, 'summary.json')
-    if not os.path.exists(path) and committed:
-        # a machine without the sweep's runs (out-*/ is not committed) takes its rows from the committed summary
-        name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
-        kept = os.path.join(RESULTS, name, 'summary.json')
-        path = kept if os.path.exists(kept) else path
+    path = os.path.join(committed_copy(out_dir) if committed else out_dir, 'summary.json')
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
-    with open(path, encoding='utf-8') as f:
-        info = json.load(f)
+    info = read_summary(os.path.dirname(path))
     return list(info['modes']), *rate_cells(info), family_cells(info)
 
 
@@ -321,8 +320,8 @@ def neighbours(rate):
 def at_the_ladders_end(untied, tied, families=None):
     """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
     ends = (RUNGS[0], RUNGS[-1])
-    rates = [*(min(untied, key=untied.get) if untied else ()),
-             *(min(cells, key=cells.get) for cells in [tied, *(families or {}).values()] if cells)]
+    rates = [*(lowest(untied) if untied else ()),
+             *(lowest(cells) for cells in [tied, *(families or {}).values()] if cells)]
     return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
 
 
@@ -331,12 +330,12 @@ def missing_neighbours(untied, tied, families=None):
     other family's, either side."""
     rows = []
     if untied:
-        e, h = min(untied, key=untied.get)
+        e, h = lowest(untied)
         rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(e) for b in neighbours(h)
                  if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in untied)]
     for name, cells in ({'tied': tied} | (families or {})).items():
         if cells:
-            rows += [f'{name}_e{a:g}' for a in neighbours(min(cells, key=cells.get))
+            rows += [f'{name}_e{a:g}' for a in neighbours(lowest(cells))
                      if not any(math.isclose(a, x) for x in cells)]
     return rows
 
@@ -345,11 +344,11 @@ def best_rows(untied, tied, families=None):
     """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
     rows = []
     if untied:
-        e, h = min(untied, key=untied.get)
+        e, h = lowest(untied)
         rows.append('untied' + (f'_e{e:g}' if e != 1 else '') + (f'_h{h:g}' if h != 1 else ''))
     for name, cells in ({'tied': tied} | (families or {})).items():
         if cells:
-            e = min(cells, key=cells.get)
+            e = lowest(cells)
             rows.append(name + (f'_e{e:g}' if e != 1 else ''))
     return rows
 
