@@ -13,11 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from lab.ablation_figure import plot_rate_sweep, rate_cells  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
-from lab.summary_tables import RESULTS, cell, diff, lowest, print_sections, read_summary  # noqa: E402
-
-
-def summary(name):
-    return read_summary(os.path.join(RESULTS, name))
+from lab.summary_tables import RESULTS, cell, diff, print_sections, read_summary  # noqa: E402
 
 
 def sweep_summary(optimizer):
@@ -27,11 +23,11 @@ def sweep_summary(optimizer):
         parsed = parse_row(row)
         return parsed.tie_mode, parsed.embed_mult or 1.0, parsed.head_mult or 1.0
 
-    info = summary(f'experiment6-rates-{optimizer}')
+    info = read_summary(f'experiment6-rates-{optimizer}')
     extra_name = f'experiment6-rates-{optimizer}-e300'
     if os.path.exists(os.path.join(RESULTS, extra_name)):
         swept = {cell_of(row) for row in info['modes']}  # the sweep's own runs stay; the folder adds new cells only
-        info['modes'].update({row: cells for row, cells in summary(extra_name)['modes'].items()
+        info['modes'].update({row: cells for row, cells in read_summary(extra_name)['modes'].items()
                               if cell_of(row) not in swept})
     return info
 
@@ -40,13 +36,13 @@ def sweep_table(info):
     """The half-length sweep: untied's cells as a grid (embed rate down, head rate across), tied's as a row."""
     untied, tied = rate_cells(info)
     embeds, heads = sorted({e for e, _ in untied}), sorted({h for _, h in untied})
-    best = lowest(untied)
+    best = min(untied, key=untied.get)
     lines = ['| embed \\ head | ' + ' | '.join(f"×{h:g}" for h in heads) + ' |', '|---|' + '---:|' * len(heads)]
     for e in embeds:
         values = [untied.get((e, h)) for h in heads]
         lines.append(f"| ×{e:g} | " + ' | '.join('' if v is None else (f"**{v:.3f}**" if (e, h) == best else f"{v:.3f}")
                                                  for v, h in zip(values, heads)) + ' |')
-    low = lowest(tied)
+    low = min(tied, key=tied.get)
     lines += ['', '| tied, shared rate | ' + ' | '.join(f"×{r:g}" for r in sorted(tied)) + ' |',
               '|---|' + '---:|' * len(tied),
               '| whole split, end | ' + ' | '.join(f"**{tied[r]:.3f}**" if r == low else f"{tied[r]:.3f}"
@@ -62,7 +58,7 @@ def sweep_section(optimizer, figures=False):
     lines, best, low = sweep_table(info)
     # each base rate's untied and tied, the sweep's at x1 (untied_e1_h1, tied_e1: rate_cells reads both alike)
     factors = ('0.3', '1', '3', '10')
-    cells = [rate_cells(info if factor == '1' else summary(f'experiment6-rates-{optimizer}-base{factor}'))
+    cells = [rate_cells(info if factor == '1' else read_summary(f'experiment6-rates-{optimizer}-base{factor}'))
              for factor in factors]
     return (f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed",
             lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '',
@@ -88,13 +84,13 @@ COMPARISONS = [('tied − untied, default rates', 'tied', 'untied'),
 
 def confirm_sources():
     """{optimizer: {setting: (summary, row)}} of stage 2; AdamW's default rates are experiment 5's runs."""
-    adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
+    adamw, default = read_summary('experiment6-confirm-adamw'), read_summary('experiment5-bpe')
     sources = dict(adamw=dict(untied=(default, 'untied'), tied=(default, 'tied'), untied_best=(adamw, 'untied_e30_h3'),
                               tied_best=(adamw, 'tied_e10'), tied_untie_best=(adamw, 'tied_untie_e10')))
     # Muon as experiment 6 ran it (q, k, v stacked, orthogonalised as one matrix), then with each apart (the
     # controls stage: --muon_qkv=split, the default since)
     for optimizer, name in (('muon', 'experiment6-confirm-muon'), ('muon, q/k/v apart', 'experiment6-confirm-muon-split')):
-        muon = summary(name)
+        muon = read_summary(name)
         sources[optimizer] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, 'untied_e10_h3'),
                                   tied_best=(muon, 'tied_e10'), tied_untie_best=(muon, 'tied_untie_e10'))
     return sources
@@ -123,7 +119,7 @@ def decay_sources(confirmed):
         rows = confirmed[optimizer]
         sources[optimizer] = {'coupled': rows}
         for form in DECAY_FORMS[1:]:
-            control = summary(f'{prefix}-{form}')
+            control = read_summary(f'{prefix}-{form}')
             sources[optimizer][form] = dict(rows, untied_best=(control, rows['untied_best'][1]),
                                             tied_best=(control, rows['tied_best'][1]))
     return sources
@@ -174,7 +170,7 @@ def confirm_tables(sources):
 
 def lens_pairs(sources):
     """[(optimizer, rates, (summary, tied row), (summary, untied row))]: claim 17's pairs whose runs were lensed."""
-    again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
+    again = read_summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
     lensed, pairs = dict(sources, adamw=dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))), []
     for optimizer, rows in lensed.items():
         for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),

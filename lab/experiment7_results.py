@@ -30,9 +30,8 @@ from lab import experiment7_tables as plan  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
 from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
-# a row's per-seed losses, their mean and 'mean ± std', and (a, b) as (diff, low, high) and as text
-from lab.summary_tables import (RESULTS, cell, diff, paired, print_sections, read_summary, seed_mean,  # noqa: E402
-                                seeds)
+# a row's per-seed losses, their 'mean ± std', and (a, b) as (diff, low, high) and as text
+from lab.summary_tables import RESULTS, cell, diff, paired, print_sections, read_summary, seeds  # noqa: E402
 from lib.atomic_files import atomic_write_bytes  # noqa: E402
 
 # The floor under every run of the ladder: the works' validation split, and one run's 200 x 16 windows of 65 tokens
@@ -48,7 +47,7 @@ GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024, vocab_size
 
 def summary(name):
     """A committed summary, or None where that stage has not been run (or not committed) yet."""
-    return read_summary(os.path.join(RESULTS, name), missing_ok=True)
+    return read_summary(name, RESULTS, missing_ok=True)
 
 
 def committed(optimizer, sizes, *stages):
@@ -115,7 +114,7 @@ def cost_table():
     for optimizer, size, confirm, c, cost, (untied_best, tied_best) in costs():
         precision = ', float32' if trained_in(confirm) == 'float32' else ''  # bf16, the ladder's, goes unsaid
         defaults = cell(confirm, 'untied'), cell(confirm, 'tied'), diff((confirm, 'tied'), (confirm, 'untied'))
-        best = min(seed_mean(confirm, row) for row in (untied_best, tied_best))
+        best = min(sum(seeds(confirm, row)) / len(seeds(confirm, row)) for row in (untied_best, tied_best))
         lines.append(f"| `{size}` | {c['tied'] / 1e6:.2f} M / {c['untied'] / 1e6:.2f} M | {RUN_TOKENS / c['tied']:.3f} | "
                      f"{c['share']:.0%} | {optimizer}{precision} | {' | '.join(defaults)} | "
                      f"{cell(confirm, untied_best)} ({rate(untied_best)}) | {cell(confirm, tied_best)} ({rate(tied_best)}) | "
@@ -189,7 +188,7 @@ def control_table():
     lines = ['| warmup | ends\' decay | blocks\' rate | tied ×10 | tied ×30 | tied ×100 | train loss at 10 %, best cell | '
              'best cell − untied\'s five-seed mean |', '|---:|---|---:|---:|---:|---:|---:|---:|']
     untied = summary('experiment7-confirm-adamw-w160')
-    untied_mean = seed_mean(untied, 'untied_e300_h10') if untied else None
+    untied_mean = sum(seeds(untied, 'untied_e300_h10')) / len(seeds(untied, 'untied_e300_h10')) if untied else None
     paths = [*sorted(glob.glob(os.path.join(RESULTS, 'experiment7-control-adamw-w160-w*'))),
              *sorted(glob.glob(os.path.join(RESULTS, 'experiment7-blocks-adamw-w160-lr*')))]
     for path in paths:

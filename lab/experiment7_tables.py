@@ -19,15 +19,15 @@ config/experiment7.sh runs all but the first. Parameters are counted on models b
 memory, no data needed), FLOPs per token by lib/machine.flops_per_token, and Muon's Newton-Schulz steps beside them.
 """
 
+import json
 import math
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, 'docs', 'results')  # the committed summaries: experiment7-STAGE-OPTIMIZER-SIZE/
 sys.path.insert(0, ROOT)
-# RESULTS: the committed summaries, experiment7-STAGE-OPTIMIZER-SIZE/
-from lab.summary_tables import RESULTS, lowest, read_summary  # noqa: E402
 
 # What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
 # tests/test_experiment7.py compares them with data/ where the corpus is prepared, so that no table needs data/.
@@ -172,7 +172,8 @@ def measured_rates():
     arithmetic over their command's wall clock."""
     timed, wall = {}, {}
     for size, seconds in TIME_STAGE_WALL.items():
-        modes = read_summary(committed_copy(os.path.join(ROOT, f'out-exp7-time-{size}')))['modes']
+        with open(summary_path(os.path.join(ROOT, f'out-exp7-time-{size}')), encoding='utf-8') as f:
+            modes = json.load(f)['modes']
         cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
         shape = counts(cfg)
         per_token = shape['flops'] + shape['muon_step'] / (cfg['batch_size'] * cfg['block_size'])
@@ -280,21 +281,23 @@ def cost_shares():
             f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
 
 
-def committed_copy(out_dir):
-    """out_dir, or where its summary is gone (on a machine without its runs: out-*/ is not committed) the folder
-    under docs/results/ that holds a copy of it, if any (out-exp7-X is experiment7-X)."""
-    kept = os.path.join(RESULTS, os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1))
-    gone = not os.path.exists(os.path.join(out_dir, 'summary.json'))
-    return kept if gone and os.path.exists(os.path.join(kept, 'summary.json')) else out_dir
+def summary_path(out_dir):
+    """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
+    under docs/results/, if any (out-exp7-X is experiment7-X)."""
+    path = os.path.join(out_dir, 'summary.json')
+    name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
+    kept = os.path.join(RESULTS, name, 'summary.json')
+    return kept if not os.path.exists(path) and os.path.exists(kept) else path
 
 
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lab.ablation_figure import rate_cells
-    path = os.path.join(committed_copy(out_dir) if committed else out_dir, 'summary.json')
+    path = summary_path(out_dir) if committed else os.path.join(out_dir, 'summary.json')
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
-    info = read_summary(os.path.dirname(path))
+    with open(path, encoding='utf-8') as f:
+        info = json.load(f)
     return list(info['modes']), *rate_cells(info), family_cells(info)
 
 
@@ -317,11 +320,18 @@ def neighbours(rate):
     return RUNGS[max(0, i - 1):i + 2]
 
 
+def best_cells(untied, tied, families=None):
+    """{family: (its cells, its best cell)} of a sweep: untied's first (cells keyed (table rate, head rate)), then
+    tied's and each other family's (keyed by the shared matrix's rate); a family without cells is left out."""
+    every = {'untied': untied, 'tied': tied} | (families or {})
+    return {name: (cells, min(cells, key=cells.get)) for name, cells in every.items() if cells}
+
+
 def at_the_ladders_end(untied, tied, families=None):
     """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
     ends = (RUNGS[0], RUNGS[-1])
-    rates = [*(lowest(untied) if untied else ()),
-             *(lowest(cells) for cells in [tied, *(families or {}).values()] if cells)]
+    rates = [rate for name, (_, best) in best_cells(untied, tied, families).items()
+             for rate in (best if name == 'untied' else (best,))]
     return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
 
 
@@ -329,28 +339,19 @@ def missing_neighbours(untied, tied, families=None):
     """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best; tied's, and each
     other family's, either side."""
     rows = []
-    if untied:
-        e, h = lowest(untied)
-        rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(e) for b in neighbours(h)
-                 if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in untied)]
-    for name, cells in ({'tied': tied} | (families or {})).items():
-        if cells:
-            rows += [f'{name}_e{a:g}' for a in neighbours(lowest(cells))
-                     if not any(math.isclose(a, x) for x in cells)]
+    for name, (cells, best) in best_cells(untied, tied, families).items():
+        if name == 'untied':
+            rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1])
+                     if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in cells)]
+        else:
+            rows += [f'{name}_e{a:g}' for a in neighbours(best) if not any(math.isclose(a, x) for x in cells)]
     return rows
 
 
 def best_rows(untied, tied, families=None):
     """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
-    rows = []
-    if untied:
-        e, h = lowest(untied)
-        rows.append('untied' + (f'_e{e:g}' if e != 1 else '') + (f'_h{h:g}' if h != 1 else ''))
-    for name, cells in ({'tied': tied} | (families or {})).items():
-        if cells:
-            e = lowest(cells)
-            rows.append(name + (f'_e{e:g}' if e != 1 else ''))
-    return rows
+    return [name + ''.join(f'_{side}{rate:g}' for side, rate in zip('eh', best if name == 'untied' else (best,))
+                           if rate != 1) for name, (_, best) in best_cells(untied, tied, families).items()]
 
 
 def inside(out_dir, cells):
@@ -376,9 +377,7 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
         _, untied, tied, others = sweep_cells(out_dir, committed=True)
         if sweeps:
             inside(out_dir, (untied, tied, others))
-        for name, rates in ({'untied': untied, 'tied': tied} | others).items():
-            if rates:
-                families.append((min(rates.values()), k, name, rates))
+        families += [(rates[best], k, name, rates) for name, (rates, best) in best_cells(untied, tied, others).items()]
     untied = min((f for f in families if f[2] == 'untied'), default=None)
     tied = min((f for f in families if f[2] == 'tied' and f[1] == 0), default=None)
     remedies = sorted(f for f in families if f[2] != 'untied' and f is not tied)[:count]
