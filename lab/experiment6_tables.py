@@ -1,12 +1,11 @@
-"""The tables and heat maps of docs/experiment6.md, from the summaries its runs left (committed under docs/results/):
+"""docs/experiment6.md's tables and heat maps, from the summaries its runs left under docs/results/.
 
     python lab/experiment6_tables.py            # prints the markdown tables
     python lab/experiment6_tables.py --figures  # and redraws docs/exp6_rates_{adamw,muon}.png from them
 
-Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lab/ablation_report),
+Every difference is one setting's seeds minus another's, with a 95 % interval by Welch's t (lab/summary_tables.diff),
 on the whole validation split at the end of training ('end') and at each run's best.pt ('best point')."""
 
-import json
 import os
 import sys
 
@@ -14,39 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from lab.ablation_figure import plot_rate_sweep, rate_cells  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
-from lab.ablation_report import fmt_paired, mean_std, paired_interval, runs_pair, welch_interval  # noqa: E402
-
-RESULTS = os.path.join(ROOT, 'docs', 'results')
-
-
-def summary(name):
-    with open(os.path.join(RESULTS, name, 'summary.json'), encoding='utf-8') as f:
-        return json.load(f)
-
-
-def seeds(source, row, key='val_loss_all'):
-    return [v for v in source['modes'][row][key]['per_seed'] if v is not None]
-
-
-def cell(source, row, key='val_loss_all'):
-    mean, std = mean_std(seeds(source, row, key))
-    return '–' if mean is None else f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
-
-
-def paired(a, b, key='val_loss_all'):
-    """(source, row) minus (source, row): (difference, low, high) paired by seed where both sources ran the same
-    seeds on the same evaluation batches (each seed then gives both rows the same data order), else by Welch's t."""
-    (source_a, row_a), (source_b, row_b) = a, b
-    if runs_pair(source_a, source_b):
-        return paired_interval(source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed'])
-    return welch_interval(seeds(*a, key), seeds(*b, key))
-
-
-def diff(a, b, key='val_loss_all'):
-    """(source, row) minus (source, row) over seeds: the paired interval (bold where it excludes zero) with Welch's,
-    which ignores the pairing, beside it; Welch's alone where the two sources ran other seeds."""
-    welch = welch_interval(seeds(*a, key), seeds(*b, key)) if runs_pair(a[0], b[0]) else None
-    return fmt_paired(paired(a, b, key), welch)
+from lab.summary_tables import RESULTS, cell, diff, print_sections, read_summary  # noqa: E402
 
 
 def sweep_summary(optimizer):
@@ -56,11 +23,11 @@ def sweep_summary(optimizer):
         parsed = parse_row(row)
         return parsed.tie_mode, parsed.embed_mult or 1.0, parsed.head_mult or 1.0
 
-    info = summary(f'experiment6-rates-{optimizer}')
+    info = read_summary(f'experiment6-rates-{optimizer}')
     extra_name = f'experiment6-rates-{optimizer}-e300'
     if os.path.exists(os.path.join(RESULTS, extra_name)):
         swept = {cell_of(row) for row in info['modes']}  # the sweep's own runs stay; the folder adds new cells only
-        info['modes'].update({row: cells for row, cells in summary(extra_name)['modes'].items()
+        info['modes'].update({row: cells for row, cells in read_summary(extra_name)['modes'].items()
                               if cell_of(row) not in swept})
     return info
 
@@ -83,28 +50,28 @@ def sweep_table(info):
     return lines, best, low
 
 
+def sweep_section(optimizer, figures=False):
+    """The sweep under optimizer and its base rates: (heading, lines); figures=True also redraws its heat map."""
+    info = sweep_summary(optimizer)
+    if figures:
+        plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
+    lines, best, low = sweep_table(info)
+    # each base rate's untied and tied, the sweep's at x1 (untied_e1_h1, tied_e1: rate_cells reads both alike)
+    factors = ('0.3', '1', '3', '10')
+    cells = [rate_cells(info if factor == '1' else read_summary(f'experiment6-rates-{optimizer}-base{factor}'))
+             for factor in factors]
+    return (f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed",
+            lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '',
+                     f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
+                     '| | ' + ' | '.join(f"×{factor}" for factor in factors) + ' |', '|---|' + '---:|' * len(factors),
+                     '| untied | ' + ' | '.join(f"{untied[(1.0, 1.0)]:.3f}" for untied, _ in cells) + ' |',
+                     '| tied | ' + ' | '.join(f"{tied[1.0]:.3f}" for _, tied in cells) + ' |'])
+
+
 def main(figures=False):
-    out = []
-    for optimizer in ('adamw', 'muon'):
-        info = sweep_summary(optimizer)
-        if figures:
-            plot_rate_sweep(os.path.join(os.path.dirname(RESULTS), f'exp6_rates_{optimizer}.png'), info)
-        lines, best, low = sweep_table(info)
-        out += [f"### The sweep under {optimizer}: whole-split validation loss after 350 iterations, one seed", '']
-        out += lines + ['', f"best: untied at embed ×{best[0]:g}, head ×{best[1]:g}; tied at ×{low:g}", '']
-        # each base rate's untied and tied, the sweep's at x1 (untied_e1_h1, tied_e1: rate_cells reads both alike)
-        factors = ('0.3', '1', '3', '10')
-        cells = [rate_cells(info if factor == '1' else summary(f'experiment6-rates-{optimizer}-base{factor}'))
-                 for factor in factors]
-        out += [f"Base rate under {optimizer} (every rate of the model times the factor; ends at ×1 of it):", '',
-                '| | ' + ' | '.join(f"×{factor}" for factor in factors) + ' |', '|---|' + '---:|' * len(factors),
-                '| untied | ' + ' | '.join(f"{untied[(1.0, 1.0)]:.3f}" for untied, _ in cells) + ' |',
-                '| tied | ' + ' | '.join(f"{tied[1.0]:.3f}" for _, tied in cells) + ' |', '']
-    print('\n'.join(out))
+    sections = [sweep_section(optimizer, figures) for optimizer in ('adamw', 'muon')]
     sources = confirm_sources()
-    confirm_tables(sources)
-    split_table(sources)
-    decay_tables(sources)
+    print_sections(sections + confirm_tables(sources) + [split_table(sources)] + decay_tables(sources))
 
 
 # Stage 2's comparisons: (label, one setting, minus another), each a key of confirm_sources()'s rows
@@ -117,13 +84,13 @@ COMPARISONS = [('tied − untied, default rates', 'tied', 'untied'),
 
 def confirm_sources():
     """{optimizer: {setting: (summary, row)}} of stage 2; AdamW's default rates are experiment 5's runs."""
-    adamw, default = summary('experiment6-confirm-adamw'), summary('experiment5-bpe')
+    adamw, default = read_summary('experiment6-confirm-adamw'), read_summary('experiment5-bpe')
     sources = dict(adamw=dict(untied=(default, 'untied'), tied=(default, 'tied'), untied_best=(adamw, 'untied_e30_h3'),
                               tied_best=(adamw, 'tied_e10'), tied_untie_best=(adamw, 'tied_untie_e10')))
     # Muon as experiment 6 ran it (q, k, v stacked, orthogonalised as one matrix), then with each apart (the
     # controls stage: --muon_qkv=split, the default since)
     for optimizer, name in (('muon', 'experiment6-confirm-muon'), ('muon, q/k/v apart', 'experiment6-confirm-muon-split')):
-        muon = summary(name)
+        muon = read_summary(name)
         sources[optimizer] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, 'untied_e10_h3'),
                                   tied_best=(muon, 'tied_e10'), tied_untie_best=(muon, 'tied_untie_e10'))
     return sources
@@ -136,7 +103,7 @@ def split_table(sources):
     for setting, row in split.items():
         lines.append(f"| {setting} | `{row[1]}` | {cell(*row)} | {cell(*fused[setting])} | "
                      f"{diff(row, fused[setting])} |")
-    print('### Muon: q, k, v apart against as one matrix (whole split, end)', '', *lines, '', sep='\n')
+    return '### Muon: q, k, v apart against as one matrix (whole split, end)', lines
 
 
 # The controls of the ends' decay: at each best row, the decay per step held at x1's (per_step) or none, against
@@ -152,7 +119,7 @@ def decay_sources(confirmed):
         rows = confirmed[optimizer]
         sources[optimizer] = {'coupled': rows}
         for form in DECAY_FORMS[1:]:
-            control = summary(f'{prefix}-{form}')
+            control = read_summary(f'{prefix}-{form}')
             sources[optimizer][form] = dict(rows, untied_best=(control, rows['untied_best'][1]),
                                             tied_best=(control, rows['tied_best'][1]))
     return sources
@@ -173,7 +140,7 @@ def decay_tables(confirmed):
         for form, rows in forms.items():
             lines.append(f"| {optimizer} | {form} | {cell(*rows['tied_best'])} | {cell(*rows['untied_best'])} | "
                          + ' | '.join(diff(rows[a], rows[b]) for _, a, b in DECAY_COMPARISONS) + ' |')
-    print('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', '', *lines, '', sep='\n')
+    sections = [('### The ends\' decay at the best rates (whole split, end; [95 % interval, Welch])', lines)]
     # the decay's own share: the same rate, with the ends' decay per step held at x1's (or none), minus coupled
     lines = ['| optimizer | ends\' decay | tied: this − coupled | untied: this − coupled |', '|---|---|---:|---:|']
     for optimizer, forms in sources.items():
@@ -181,32 +148,29 @@ def decay_tables(confirmed):
             if form != 'coupled':
                 lines.append(f"| {optimizer} | {form} | " + ' | '.join(
                     diff(rows[key], forms['coupled'][key]) for key in ('tied_best', 'untied_best')) + ' |')
-    print('### What the decay that came with the rate bought (whole split, end)', '', *lines, '', sep='\n')
+    return sections + [('### What the decay that came with the rate bought (whole split, end)', lines)]
 
 
 def confirm_tables(sources):
-    """Stage 2: five seeds, full length."""
+    """Stage 2: five seeds, full length, the differences, and the tuned lens where its runs were lensed."""
     lines = ['| optimizer | setting | row | whole split, end | whole split, best point |', '|---|---|---|---:|---:|']
     for optimizer, rows in sources.items():
         for setting, (source, row) in rows.items():
             lines.append(f"| {optimizer} | {setting} | `{row}` | {cell(source, row)} | "
                          f"{cell(source, row, 'best_val_loss_all')} |")
-    print('### Five seeds, full length', '', *lines, '', sep='\n')
+    sections = [('### Five seeds, full length', lines)]
     lines = ['| difference | optimizer | end | best point |', '|---|---|---:|---:|']
     for label, a, b in COMPARISONS:
         for optimizer, rows in sources.items():
             lines.append(f"| {label} | {optimizer} | {diff(rows[a], rows[b])} | "
                          f"{diff(rows[a], rows[b], 'best_val_loss_all')} |")
-    print('### Differences [95 % interval, Welch]', '', *lines, '', sep='\n')
-    lines = []
-    for optimizer, rates, tied, untied in lens_pairs(sources):
-        lines += lens_table(optimizer, rates, tied, untied)
-    print('\n'.join(lines))
+    sections.append(('### Differences [95 % interval, Welch]', lines))
+    return sections + [lens_table(*pair) for pair in lens_pairs(sources)]
 
 
 def lens_pairs(sources):
     """[(optimizer, rates, (summary, tied row), (summary, untied row))]: claim 17's pairs whose runs were lensed."""
-    again = summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
+    again = read_summary('experiment6-lens-adamw')  # experiment 5's untied and tied trained again, with the lens
     lensed, pairs = dict(sources, adamw=dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))), []
     for optimizer, rows in lensed.items():
         for rates, (tied_key, untied_key) in (('default rates', ('tied', 'untied')),
@@ -218,19 +182,20 @@ def lens_pairs(sources):
 
 
 def lens_table(optimizer, rates, tied, untied):
-    """Claim 17: each layer's tuned-lens loss, tied against untied, and the gap to each model's own final loss."""
+    """Claim 17: each layer's tuned-lens loss, tied against untied, and the gap to each model's own final loss:
+    (heading, lines)."""
     source = tied[0]
     layers = source['config']['n_layer'] + 1
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
     lines = [f"Tuned lens under {optimizer}, {rates}: `{tied[1]}` and `{untied[1]}` (whole split, mean ± std over "
-             f"seeds):", '', '| | ' + ' | '.join(names) + ' |', '|---|' + '---:|' * layers]
+             f"seeds):", '| | ' + ' | '.join(names) + ' |', '|---|' + '---:|' * layers]
     for row in (tied, untied):
         lines.append(f"| `{row[1]}` | " + ' | '.join(cell(*row, f'lens_tuned_{layer}') for layer in range(layers)) + ' |')
     lines.append('| gap to own final loss, tied − untied | ' + ' | '.join(
         diff(tied, untied, f'lens_gap_{layer}') for layer in range(layers - 1)) + ' | |')
     lines.append('| logit lens, tied − untied | ' + ' | '.join(
         diff(tied, untied, f'lens_logit_{layer}') for layer in range(layers - 1)) + ' | |')
-    return lines + ['']
+    return lines[0], lines[1:]
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
-"""Experiment 7's result tables and figures (docs/experiment7.md), computed from the summaries committed under
-docs/results/ (experiment7-STAGE-OPTIMIZER-SIZE, each a copy of an out-exp7-... folder's summary.json and .md):
+"""docs/experiment7.md's result tables and figures, from the summaries committed under docs/results/.
+
+Each is experiment7-STAGE-OPTIMIZER-SIZE, a copy of the out-exp7-... folder's summary.json and summary.md:
 
     python lab/experiment7_results.py             # every table the doc quotes, and the prediction for GPT-2 small
     python lab/experiment7_results.py --figures   # and docs/experiment7_cost.png, tying's cost against size, and
@@ -11,13 +12,12 @@ the plan and the parameter counts are lab/experiment7_tables.py's; every loss is
 the end of training, every difference the mean of one setting's per-seed differences from another's with a 95 %
 interval by Student's t on n - 1 degrees of freedom (the seeds pair the runs: each seed gives both the same data
 order and evaluation batches), bold where it excludes zero, and Welch's interval, which ignores the pairing, beside
-it (lab/experiment6_tables.diff). Each table also says where its models stand against the floor that counting
+it (lab/summary_tables.diff). Each table also says where its models stand against the floor that counting
 alone reaches on the same validation split (lab/floor.py) and how many tokens each parameter saw.
 """
 
 import csv
 import glob
-import json
 import math
 import os
 import sys
@@ -30,11 +30,10 @@ from lab import experiment7_tables as plan  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
 from lab.ablation_report import fmt_interval, fmt_paired, mean_std, paired_interval, t_975  # noqa: E402
-# a row's per-seed losses, their 'mean ± std', and (a, b) as (diff, low, high) and as text, as experiment 6 reads them
-from lab.experiment6_tables import cell, diff, paired, seeds  # noqa: E402
+# a row's per-seed losses, their 'mean ± std', and (a, b) as (diff, low, high) and as text
+from lab.summary_tables import RESULTS, cell, diff, paired, print_sections, read_summary, seeds  # noqa: E402
 from lib.atomic_files import atomic_write_bytes  # noqa: E402
 
-RESULTS = os.path.join(DOCS, 'results')
 # The floor under every run of the ladder: the works' validation split, and one run's 200 x 16 windows of 65 tokens
 # (python lab/floor.py; every size reads the same windows, so one floor serves the ladder).
 FLOOR = dict(bigram_whole=4.747, bigram_run=5.073, unigram_whole=6.388)
@@ -48,11 +47,7 @@ GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024, vocab_size
 
 def summary(name):
     """A committed summary, or None where that stage has not been run (or not committed) yet."""
-    path = os.path.join(RESULTS, name, 'summary.json')
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding='utf-8') as f:
-        return json.load(f)
+    return read_summary(name, RESULTS, missing_ok=True)
 
 
 def committed(optimizer, sizes, *stages):
@@ -517,9 +512,7 @@ def main(figures=False):
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),
                 ('### The trend carried to GPT-2 small', prediction())]
-    for title, lines in sections:
-        if lines:  # a stage not run yet has no table
-            print(title, '', *lines, '', sep='\n')
+    print_sections(sections)  # a stage not run yet has no table
     if figures:
         print(f"wrote {FIGURE}" if plot_costs() else "no figure: no confirmation committed, or no matplotlib")
         if plot_horizon():

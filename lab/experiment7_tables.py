@@ -1,4 +1,5 @@
-"""Experiment 7's numbers and choices (docs/experiment7.md), computed from its configs rather than typed:
+"""Experiment 7's plan: its ladder, grids and time per stage, and the rows config/experiment7.sh trains, computed
+from its configs rather than typed.
 
     python lab/experiment7_tables.py                 # the ladder, claim 19's models, and the time per stage from
                                                      # `bash config/experiment7.sh time`'s runs (Zen 4): their own
@@ -171,10 +172,7 @@ def measured_rates():
     arithmetic over their command's wall clock."""
     timed, wall = {}, {}
     for size, seconds in TIME_STAGE_WALL.items():
-        path = os.path.join(ROOT, f'out-exp7-time-{size}', 'summary.json')
-        if not os.path.exists(path):
-            path = os.path.join(RESULTS, f'experiment7-time-{size}', 'summary.json')
-        with open(path, encoding='utf-8') as f:
+        with open(summary_path(os.path.join(ROOT, f'out-exp7-time-{size}')), encoding='utf-8') as f:
             modes = json.load(f)['modes']
         cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
         shape = counts(cfg)
@@ -283,15 +281,19 @@ def cost_shares():
             f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
 
 
+def summary_path(out_dir):
+    """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
+    under docs/results/, if any (out-exp7-X is experiment7-X)."""
+    path = os.path.join(out_dir, 'summary.json')
+    name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
+    kept = os.path.join(RESULTS, name, 'summary.json')
+    return kept if not os.path.exists(path) and os.path.exists(kept) else path
+
+
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lab.ablation_figure import rate_cells
-    path = os.path.join(out_dir, 'summary.json')
-    if not os.path.exists(path) and committed:
-        # a machine without the sweep's runs (out-*/ is not committed) takes its rows from the committed summary
-        name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
-        kept = os.path.join(RESULTS, name, 'summary.json')
-        path = kept if os.path.exists(kept) else path
+    path = summary_path(out_dir) if committed else os.path.join(out_dir, 'summary.json')
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
     with open(path, encoding='utf-8') as f:
@@ -318,11 +320,18 @@ def neighbours(rate):
     return RUNGS[max(0, i - 1):i + 2]
 
 
+def best_cells(untied, tied, families=None):
+    """{family: (its cells, its best cell)} of a sweep: untied's first (cells keyed (table rate, head rate)), then
+    tied's and each other family's (keyed by the shared matrix's rate); a family without cells is left out."""
+    every = {'untied': untied, 'tied': tied} | (families or {})
+    return {name: (cells, min(cells, key=cells.get)) for name, cells in every.items() if cells}
+
+
 def at_the_ladders_end(untied, tied, families=None):
     """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
     ends = (RUNGS[0], RUNGS[-1])
-    rates = [*(min(untied, key=untied.get) if untied else ()),
-             *(min(cells, key=cells.get) for cells in [tied, *(families or {}).values()] if cells)]
+    rates = [rate for name, (_, best) in best_cells(untied, tied, families).items()
+             for rate in (best if name == 'untied' else (best,))]
     return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
 
 
@@ -330,28 +339,19 @@ def missing_neighbours(untied, tied, families=None):
     """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best; tied's, and each
     other family's, either side."""
     rows = []
-    if untied:
-        e, h = min(untied, key=untied.get)
-        rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(e) for b in neighbours(h)
-                 if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in untied)]
-    for name, cells in ({'tied': tied} | (families or {})).items():
-        if cells:
-            rows += [f'{name}_e{a:g}' for a in neighbours(min(cells, key=cells.get))
-                     if not any(math.isclose(a, x) for x in cells)]
+    for name, (cells, best) in best_cells(untied, tied, families).items():
+        if name == 'untied':
+            rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1])
+                     if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in cells)]
+        else:
+            rows += [f'{name}_e{a:g}' for a in neighbours(best) if not any(math.isclose(a, x) for x in cells)]
     return rows
 
 
 def best_rows(untied, tied, families=None):
     """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
-    rows = []
-    if untied:
-        e, h = min(untied, key=untied.get)
-        rows.append('untied' + (f'_e{e:g}' if e != 1 else '') + (f'_h{h:g}' if h != 1 else ''))
-    for name, cells in ({'tied': tied} | (families or {})).items():
-        if cells:
-            e = min(cells, key=cells.get)
-            rows.append(name + (f'_e{e:g}' if e != 1 else ''))
-    return rows
+    return [name + ''.join(f'_{side}{rate:g}' for side, rate in zip('eh', best if name == 'untied' else (best,))
+                           if rate != 1) for name, (_, best) in best_cells(untied, tied, families).items()]
 
 
 def inside(out_dir, cells):
@@ -377,9 +377,7 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
         _, untied, tied, others = sweep_cells(out_dir, committed=True)
         if sweeps:
             inside(out_dir, (untied, tied, others))
-        for name, rates in ({'untied': untied, 'tied': tied} | others).items():
-            if rates:
-                families.append((min(rates.values()), k, name, rates))
+        families += [(rates[best], k, name, rates) for name, (rates, best) in best_cells(untied, tied, others).items()]
     untied = min((f for f in families if f[2] == 'untied'), default=None)
     tied = min((f for f in families if f[2] == 'tied' and f[1] == 0), default=None)
     remedies = sorted(f for f in families if f[2] != 'untied' and f is not tied)[:count]
