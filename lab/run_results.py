@@ -46,6 +46,7 @@ def load_best(path):
     except Exception as e:
         raise UserError(f"{path} is unreadable, truncated or corrupted ({type(e).__name__}); delete it, or train "
                         f"the run again to have the best point") from None
+    run_files.check_current(saved, path)
     return run_files.model_from_checkpoint(saved, path), saved
 
 

@@ -45,7 +45,18 @@ def load_checkpoint(path, device):
                         f"delete it to train from scratch, or restore a copy") from None
     if missing:
         raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
+    check_current(ckpt, path)
     return ckpt
+
+
+def check_current(ckpt, path):
+    """A checkpoint (ckpt.pt or best.pt) in an older version's form is one line, whichever script reads it."""
+    if old_names := [name for name in ckpt['model'] if name.startswith('pit_')]:
+        raise older_version(path, f"names pit's parameters {' and '.join(old_names)}, not pit.lower and pit.log_diag")
+
+
+def older_version(path, what):
+    return UserError(f"checkpoint {path} {what}: it was written by an older version of this project; train again")
 
 
 # Beside ckpt.pt: the weights of the evaluation with the lowest validation loss, without the optimizer
