@@ -35,12 +35,12 @@ from lib.command_line import UserError, parse_modes, run_cli
 from lib.hf_gpt2 import pretrained_args
 from lib.optimizers import build_optimizer
 from lib.prepared_data import get_batch, load_meta
-from lib.run_files import MODEL_KEYS, load_checkpoint
+from lib.run_files import load_checkpoint
 from lib.probes import GradSources
 from lib.training_run import compile_failure, make_model_config
 from lib.machine import (autocast_context, cpu_has_native_bf16, flops_per_token, out_of_memory_is_user_error,
                          pick_compile, pick_device, pick_dtype, pick_pad_vocab)
-from model import GPT, TIE_MODES
+from model import MODEL_KEYS, GPT, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
                 vocab_size=None,     # None: the prepared dataset's, else 65 (tiny shakespeare's characters)

@@ -23,7 +23,7 @@ in head(). `input_grad_scale` is ScaleGrad.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import torch
@@ -215,6 +215,11 @@ class GPTConfig:
         for failed, message in problems:
             if failed:
                 raise ValueError(message)
+
+
+# The settings of the weights, which a checkpoint records and a run builds its model from: every GPTConfig field
+# but pad_vocab_to, a speed setting of the machine the model runs on.
+MODEL_KEYS = tuple(field.name for field in fields(GPTConfig) if field.name != 'pad_vocab_to')
 
 
 class GPT(nn.Module):

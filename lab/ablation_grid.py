@@ -9,7 +9,7 @@ from typing import NamedTuple
 from lib import run_files
 from lib.command_line import UserError
 from lib.optimizers import LEGACY_OPTIMIZER_KEYS
-from model import GPTConfig, TIE_MODES
+from model import MODEL_KEYS, GPTConfig, TIE_MODES
 
 
 # The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
@@ -114,7 +114,7 @@ def row_label(mode, untie_at):
 def model_config(run_cfg, vocab_size):
     """The run's GPTConfig, checked now rather than minutes into the ablation (e.g. an odd width for shuffle)."""
     try:
-        return GPTConfig(**{k: run_cfg[k] for k in run_files.MODEL_KEYS if k != 'vocab_size'},
+        return GPTConfig(**{k: run_cfg[k] for k in MODEL_KEYS if k != 'vocab_size'},
                          vocab_size=run_cfg['vocab_size'] or vocab_size)
     except ValueError as e:
         raise UserError(f"tie_mode={run_cfg['tie_mode']}: {e}") from None

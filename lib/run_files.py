@@ -10,12 +10,7 @@ import torch
 
 from lib.command_line import UserError
 from lib.machine import matrix_params, memory_shortfall, out_of_memory_reason
-from model import GPT, GPTConfig
-
-
-# The model settings a checkpoint records; a resume or sample.py builds the model from them.
-MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx', 'input_grad_scale')
+from model import MODEL_KEYS, GPT, GPTConfig
 
 
 # Model keys that checkpoints written before the key existed lack, with the value they were trained with.

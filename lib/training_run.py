@@ -29,8 +29,8 @@ from lib.machine import (batch_memory_advice, check_memory, ctrl_c_saves, out_of
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates)
 from lib.prepared_data import where_held
-from lib.run_files import BEST_FILE, MODEL_KEYS, load_checkpoint, read_metrics
-from model import TIE_MODES, GPTConfig
+from lib.run_files import BEST_FILE, load_checkpoint, read_metrics
+from model import MODEL_KEYS, TIE_MODES, GPTConfig
 
 SWITCH = ('auto', 'true', 'false')
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=SWITCH, optimizer=OPTIMIZERS,
