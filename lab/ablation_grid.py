@@ -6,9 +6,7 @@ import re
 from fractions import Fraction
 from typing import NamedTuple
 
-from lib import run_files
 from lib.command_line import UserError
-from lib.optimizers import LEGACY_OPTIMIZER_KEYS
 from model import MODEL_KEYS, GPTConfig, TIE_MODES
 
 
@@ -70,11 +68,12 @@ ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 
-# Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
-# untie_at, which runs made before the tied_untie row do not record (none of them untied), and the
-# optimizer's, from before --optimizer (all AdamW at one rate). pad_vocab: 'auto', which left the head unpadded
-# on the CPUs that made them, as 'auto' still does there.
-LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, pad_vocab='auto', **LEGACY_OPTIMIZER_KEYS)
+# Keys newer than some finished runs' result.json, with the value those runs were made with: gelu_approx and
+# input_grad_scale; untie_at, which runs made before the tied_untie row do not record (none of them untied); the
+# optimizer's, from before --optimizer (all AdamW at one rate) and --muon_qkv (fused); pad_vocab: 'auto', which left
+# the head unpadded on the CPUs that made them, as 'auto' still does there.
+LEGACY_RUN_KEYS = dict(gelu_approx='none', input_grad_scale=1.0, untie_at=None, pad_vocab='auto', optimizer='adamw',
+                       embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
 MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
 # Which evaluation batches a run was scored on. train.estimate_loss draws them from a generator of their own, seeded

@@ -183,8 +183,8 @@ class Run:
             check_resume_compatible(self.ckpt, cfg, defaults, self.ckpt_path)
             check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
                                   os.path.join(cfg['data_dir'], cfg['dataset']))
-            check_same_optimizer(self.ckpt.get('config', {}), cfg, self.ckpt_path)
-            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, self.ckpt_path):
+            check_same_optimizer(self.ckpt, cfg, self.ckpt_path)
+            for line in resume_rates(self.ckpt['config'], cfg, defaults, self.ckpt_path):
                 if proc.master:
                     print(line)
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
@@ -236,7 +236,7 @@ class Run:
             return 0, float('inf'), 0
         try:
             model.load_state_dict(ckpt['model'])  # copies into the existing Parameters: the tie survives
-            optimizer.load_state_dict(ckpt['optimizer'], model)
+            optimizer.load_state_dict(ckpt['optimizer'])
         except (RuntimeError, ValueError, KeyError) as e:
             if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
                 raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {path} onto {device}; "
