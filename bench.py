@@ -34,13 +34,13 @@ from lib.command_line import UserError, parse_modes, run_cli
 from lib.hf_gpt2 import pretrained_args
 from lib.optimizers import build_optimizer
 from lib.prepared_data import load_meta
-from lib.run_files import MODEL_KEYS, load_checkpoint
+from lib.run_files import load_checkpoint
 from lib.probes import GradSources
 from lib.training_run import compile_failure, make_model_config
 from lib.device import autocast_context, cpu_has_native_bf16, pick_compile, pick_device, pick_dtype, pick_pad_vocab
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error
 from lib.throughput import flops_per_token, gpu_peak_flops
-from model import GPT, TIE_MODES
+from model import GPT, MODEL_KEYS, TIE_MODES
 
 DEFAULTS = dict(train.DEFAULTS,
                 vocab_size=None,     # None: the prepared dataset's, else 65 (tiny shakespeare's characters)

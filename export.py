@@ -93,7 +93,7 @@ def gpt2_state_dict(model):
             if key in state:
                 state[key] = state[key] * cfg.n_embd ** -0.5
     if cfg.tie_mode == 'pit':  # exported untied: the matrices pit computes from U and S, materialised
-        state.pop('transformer.pit_lower'), state.pop('transformer.pit_log_diag')
+        state.pop('transformer.pit.lower'), state.pop('transformer.pit.log_diag')
         state['transformer.wte.weight'], state['lm_head.weight'] = pit_matrices(model)
     if cfg.emb_scale:  # untied only (gpt2_config refuses a tie): wte is then read at the input alone
         state['transformer.wte.weight'] = state['transformer.wte.weight'] * math.sqrt(cfg.n_embd)

@@ -23,8 +23,7 @@ in head(). `input_grad_scale` is ScaleGrad.
 """
 
 import math
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import torch
@@ -178,13 +177,6 @@ class PseudoInverseTie(nn.Module):
         Q = Q * torch.where(torch.diagonal(R) < 0, -1.0, 1.0)
         U.copy_(Q if tall else Q.t())
 
-    @staticmethod
-    def rename(gpt, state_dict, prefix, *args, old='pit.', new='pit_'):
-        """GPT's state-dict hooks: checkpoints name L's parts pit_lower and pit_log_diag, as when GPT held them."""
-        for name in ('lower', 'log_diag'):
-            if prefix + old + name in state_dict:
-                state_dict[prefix + new + name] = state_dict.pop(prefix + old + name)
-
 
 @dataclass
 class GPTConfig:
@@ -225,18 +217,19 @@ class GPTConfig:
                 raise ValueError(message)
 
 
+# The settings of the weights, which a checkpoint records and a run builds its model from: every GPTConfig field
+# but pad_vocab_to, a speed setting of the machine the model runs on.
+MODEL_KEYS = tuple(field.name for field in fields(GPTConfig) if field.name != 'pad_vocab_to')
+
+
 class GPT(nn.Module):
 
     def __init__(self, config):
         super().__init__()
         self.config = config
         n, d = config.vocab_size, config.n_embd
-        # pit's parameters first, where saved optimizer states have them; saved weights call them pit_lower and
-        # pit_log_diag (PseudoInverseTie.rename), so every checkpoint loads and resumes.
+        # pit's parameters first in parameters(), the order of the optimizer states that checkpoints hold
         self.pit = PseudoInverseTie(d) if config.tie_mode == 'pit' else None
-        if self.pit is not None:
-            self.register_state_dict_post_hook(PseudoInverseTie.rename)
-            self.register_load_state_dict_pre_hook(partial(PseudoInverseTie.rename, old='pit_', new='pit.'))
         self.token_embedding_table = nn.Embedding(n, d)
         self.position_embedding_table = nn.Embedding(config.block_size, d)
         self.drop = nn.Dropout(config.dropout)

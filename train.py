@@ -29,10 +29,9 @@ from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import load_splits
 from lib.probes import copy_probe
 from lib.progress import start_line, training_progress
-from lib.run_files import MODEL_KEYS
 from lib.throughput import Throughput, flops_per_token
 from lib.training_run import Run, parse_settings
-from model import GPT
+from model import GPT, MODEL_KEYS
 
 # ---------------------------------------------------------------- settings
 
@@ -233,7 +232,7 @@ def restore(ckpt, raw_model, optimizer, data_generator):
     """A resume: the weights, the optimizer's state and every random generator exactly as checkpoint() saved
     them. Returns (iter_num, best_val_loss, data fingerprint) to go on from."""
     raw_model.load_state_dict(ckpt['model'])        # copies into the existing Parameters: the tie survives
-    optimizer.load_state_dict(ckpt['optimizer'], raw_model)
+    optimizer.load_state_dict(ckpt['optimizer'])
     torch.set_rng_state(ckpt['rng']['torch'].cpu())
     data_generator.set_state(ckpt['rng']['data'].cpu())
     if torch.cuda.is_available() and ckpt['rng']['cuda']:

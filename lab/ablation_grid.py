@@ -6,10 +6,8 @@ import re
 from fractions import Fraction
 from typing import NamedTuple
 
-from lib import run_files
 from lib.command_line import UserError
-from lib.optimizers import LEGACY_OPTIMIZER_KEYS
-from model import GPTConfig, TIE_MODES
+from model import MODEL_KEYS, GPTConfig, TIE_MODES
 
 
 # The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
@@ -70,11 +68,12 @@ ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 
-# Keys newer than some finished runs, with the value those runs were made with: run_files' model keys,
-# untie_at, which runs made before the tied_untie row do not record (none of them untied), and the
-# optimizer's, from before --optimizer (all AdamW at one rate). pad_vocab: 'auto', which left the head unpadded
-# on the CPUs that made them, as 'auto' still does there.
-LEGACY_RUN_KEYS = dict(run_files.LEGACY_MODEL_ARGS, untie_at=None, pad_vocab='auto', **LEGACY_OPTIMIZER_KEYS)
+# Keys newer than some finished runs' result.json, with the value those runs were made with: gelu_approx and
+# input_grad_scale; untie_at, which runs made before the tied_untie row do not record (none of them untied); the
+# optimizer's, from before --optimizer (all AdamW at one rate) and --muon_qkv (fused); pad_vocab: 'auto', which left
+# the head unpadded on the CPUs that made them, as 'auto' still does there.
+LEGACY_RUN_KEYS = dict(gelu_approx='none', input_grad_scale=1.0, untie_at=None, pad_vocab='auto', optimizer='adamw',
+                       embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
 MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
 # Which evaluation batches a run was scored on. train.estimate_loss draws them from a generator of their own, seeded
@@ -114,7 +113,7 @@ def row_label(mode, untie_at):
 def model_config(run_cfg, vocab_size):
     """The run's GPTConfig, checked now rather than minutes into the ablation (e.g. an odd width for shuffle)."""
     try:
-        return GPTConfig(**{k: run_cfg[k] for k in run_files.MODEL_KEYS if k != 'vocab_size'},
+        return GPTConfig(**{k: run_cfg[k] for k in MODEL_KEYS if k != 'vocab_size'},
                          vocab_size=run_cfg['vocab_size'] or vocab_size)
     except ValueError as e:
         raise UserError(f"tie_mode={run_cfg['tie_mode']}: {e}") from None

@@ -109,7 +109,7 @@ def counts(cfg, vocab_size=CORPUS['vocab_size']):
     """Parameters tied and untied, the token table's share of the tied model, the rest, and compute per token
     (kept per shape: the time estimates ask for the same few models hundreds of times)."""
     from lib.throughput import flops_per_token
-    from lib.run_files import MODEL_KEYS
+    from model import MODEL_KEYS
     key = (vocab_size, *(cfg[k] for k in MODEL_KEYS if k not in ('vocab_size', 'tie_mode')))
     if key not in _COUNTED:
         tied, untied = build(cfg, 'tied', vocab_size), build(cfg, 'untied', vocab_size)

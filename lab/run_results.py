@@ -41,11 +41,10 @@ def load_best(path):
     """The model of a best.pt (on the CPU), and the file's contents; a damaged file is a UserError."""
     try:
         saved = torch.load(path, map_location='cpu', weights_only=True)
-        for key, value in run_files.LEGACY_MODEL_ARGS.items():
-            saved['model_args'].setdefault(key, value)
     except Exception as e:
         raise UserError(f"{path} is unreadable, truncated or corrupted ({type(e).__name__}); delete it, or train "
                         f"the run again to have the best point") from None
+    run_files.check_current(saved, path)
     return run_files.model_from_checkpoint(saved, path), saved
 
 

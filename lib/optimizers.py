@@ -31,6 +31,7 @@ from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from lib.command_line import UserError
 from lib.device import cpu_has_native_bf16
+from lib.run_files import older_version
 
 
 OPTIMIZERS = ('adamw', 'muon')
@@ -38,8 +39,6 @@ MUON_LR_ADJUSTMENT = 'match_rms_adamw'
 LR_KEYS = ('embed_lr', 'head_lr', 'muon_lr')
 MUON_QKV = ('split', 'fused')
 ENDS_DECAY = ('coupled', 'per_step', 'none')
-# What a run made before these keys existed was trained with (its checkpoint and result.json lack them).
-LEGACY_OPTIMIZER_KEYS = dict(optimizer='adamw', embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
 # A resume goes on with the rates and schedule it stopped with: each of these keys left out takes the checkpoint's
 # value; one given with another value is taken from there on, and said (a lower rate after a spike is a resume's job).
 RESUMED_KEYS = ('learning_rate', 'min_lr', 'warmup_iters', 'lr_decay_iters', 'decay_lr', 'grad_clip', 'untie_at',
@@ -77,10 +76,16 @@ def check_head_lr(cfg):
                         f"token table one matrix, and one matrix has one rate: use --embed_lr for it")
 
 
-def check_same_optimizer(saved_cfg, cfg, path):
+def check_same_optimizer(ckpt, cfg, path):
     """A resume continues with the optimizer its checkpoint holds the state of; another one is a one-line error
-    (also when it is only the default: --optimizer=adamw left out of a Muon run's resume command)."""
-    saved = saved_cfg.get('optimizer', 'adamw')  # checkpoints from before --optimizer were all AdamW
+    (also when it is only the default: --optimizer=adamw left out of a Muon run's resume command), and so is a
+    state or a config that an older version saved otherwise."""
+    if not all('role' in group for group in ckpt['optimizer'].get('adamw', ckpt['optimizer'])['param_groups']):
+        raise older_version(path, "holds AdamW's state in groups without roles")
+    saved_cfg = ckpt['config']
+    if lacks := [f'config.{key}' for key in ('optimizer', *RESUMED_KEYS, *KEPT_BY_THE_STATE) if key not in saved_cfg]:
+        raise older_version(path, f"lacks {', '.join(lacks)}")
+    saved = saved_cfg['optimizer']
     if cfg['optimizer'] != saved:
         raise UserError(f"--optimizer={cfg['optimizer']} disagrees with the checkpoint {path}, which holds the "
                         f"state of {saved}; resume with --optimizer={saved} or start a new --out_dir")
@@ -93,9 +98,7 @@ def resume_rates(saved_cfg, cfg, defaults, path):
     said; a KEPT_BY_THE_STATE key given another value is a one-line error. Returns the lines to say."""
     changed = []
     for key in RESUMED_KEYS + KEPT_BY_THE_STATE:
-        if key not in saved_cfg and key not in LEGACY_OPTIMIZER_KEYS:
-            continue  # a checkpoint older than the key: it has no value to go on with, the default is it
-        saved = saved_cfg.get(key, LEGACY_OPTIMIZER_KEYS.get(key))
+        saved = saved_cfg[key]
         if cfg[key] == defaults[key] or cfg[key] == saved:
             cfg[key] = saved
         elif key in KEPT_BY_THE_STATE:
@@ -186,7 +189,7 @@ class Optimizers:
             return self.adamw.state_dict()
         return {'adamw': self.adamw.state_dict(), 'muon': self.muon.state_dict()}
 
-    def load_state_dict(self, saved, model):
+    def load_state_dict(self, saved):
         if 'adamw' in saved:
             if self.muon is None:
                 raise ValueError("the checkpoint holds Muon's state too, and this run has no Muon")
@@ -195,24 +198,7 @@ class Optimizers:
             return
         if self.muon is not None:
             raise ValueError("the checkpoint holds no Muon state")
-        if not all('role' in group for group in saved['param_groups']):
-            saved = from_two_groups(saved, self.adamw, model)
         self.adamw.load_state_dict(saved)
-
-
-def from_two_groups(saved, adamw, model):
-    """An AdamW state_dict from before the groups had roles (decayed matrices, then the rest, in the model's
-    parameter order) renumbered for the groups configure_optimizers makes now, so older checkpoints resume."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    undecayed = [model.token_embedding_table.weight, model.pit.lower] if model.config.tie_mode == 'pit' else []
-    decayed = [p for p in params if p.dim() >= 2 and all(p is not q for q in undecayed)]
-    old_order = decayed + [p for p in params if all(p is not q for q in decayed)]
-    new_index = {id(p): i for i, p in enumerate(p for group in adamw.param_groups for p in group['params'])}
-    if len(old_order) != len(new_index) or len(old_order) != sum(len(g['params']) for g in saved['param_groups']):
-        raise ValueError("the checkpoint's optimizer state has another number of parameters")
-    converted = adamw.state_dict()
-    converted['state'] = {new_index[id(old_order[i])]: state for i, state in saved['state'].items()}
-    return converted
 
 
 def configure_optimizers(model, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):

@@ -10,20 +10,12 @@ import torch
 
 from lib.command_line import UserError
 from lib.memory import matrix_params, memory_shortfall, out_of_memory_reason
-from model import GPT, GPTConfig
-
-
-# The model settings a checkpoint records; a resume or sample.py builds the model from them.
-MODEL_KEYS = ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'init_std',
-              'tie_mode', 'emb_scale', 'zero_init_residual', 'shuffle_groups', 'gelu_approx', 'input_grad_scale')
-
-
-# Model keys that checkpoints written before the key existed lack, with the value they were trained with.
-LEGACY_MODEL_ARGS = dict(gelu_approx='none', input_grad_scale=1.0)
+from model import MODEL_KEYS, GPT, GPTConfig
 
 
 # What a resume (or sample.py) reads from a checkpoint; training_run.Run.save writes these and more.
-CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint', 'meta')
+CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint',
+                   'meta')
 
 
 def load_checkpoint(path, device):
@@ -32,10 +24,7 @@ def load_checkpoint(path, device):
                         f"or point --out_dir at the run to resume")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
-        for key, value in LEGACY_MODEL_ARGS.items():
-            ckpt.get('model_args', {}).setdefault(key, value)
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
-        missing += [f'model_args.{key}' for key in MODEL_KEYS if 'model_args' in ckpt and key not in ckpt['model_args']]
     except Exception as e:
         # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
         # the first sentence of torch's message is the useful part, the rest is about other cases.
@@ -45,7 +34,21 @@ def load_checkpoint(path, device):
                         f"delete it to train from scratch, or restore a copy") from None
     if missing:
         raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
+    check_current(ckpt, path)
     return ckpt
+
+
+def check_current(ckpt, path):
+    """A checkpoint (ckpt.pt or best.pt) in an older version's form is one line, whichever script reads it."""
+    if lacks := [f'model_args.{key}' for key in MODEL_KEYS if key not in ckpt['model_args']]:
+        raise older_version(path, f"lacks {', '.join(lacks)}")
+    if old_names := [name for name in ckpt['model'] if name.startswith('pit_')]:
+        raise older_version(path, f"names pit's parameters {' and '.join(old_names)}, not pit.lower and pit.log_diag")
+
+
+def older_version(path, what):
+    return UserError(f"checkpoint {path} {what}: it was written by an older version of this project, which this one "
+                     f"does not read; train the run again")
 
 
 # Beside ckpt.pt: the weights of the evaluation with the lowest validation loss, without the optimizer

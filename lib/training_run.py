@@ -27,8 +27,8 @@ from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_
 from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
                             check_same_optimizer, resume_rates)
 from lib.prepared_data import where_held
-from lib.run_files import BEST_FILE, MODEL_KEYS, load_checkpoint, read_metrics
-from model import TIE_MODES, GPTConfig
+from lib.run_files import BEST_FILE, load_checkpoint, read_metrics
+from model import MODEL_KEYS, TIE_MODES, GPTConfig
 
 SWITCH = ('auto', 'true', 'false')
 CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=SWITCH, optimizer=OPTIMIZERS,
@@ -171,8 +171,8 @@ class Run:
             check_resume_compatible(self.ckpt, cfg, defaults, self.ckpt_path)
             check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
                                   os.path.join(cfg['data_dir'], cfg['dataset']))
-            check_same_optimizer(self.ckpt.get('config', {}), cfg, self.ckpt_path)
-            for line in resume_rates(self.ckpt.get('config', {}), cfg, defaults, self.ckpt_path):
+            check_same_optimizer(self.ckpt, cfg, self.ckpt_path)
+            for line in resume_rates(self.ckpt['config'], cfg, defaults, self.ckpt_path):
                 if proc.master:
                     print(line)
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape

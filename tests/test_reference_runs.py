@@ -66,7 +66,7 @@ def this_machine():
 def weights_hash(state):
     digest = hashlib.sha256()
     for name in sorted(state):
-        digest.update(name.encode())
+        digest.update(name.replace('pit.', 'pit_', 1).encode())  # the records predate pit's submodule: pit_lower
         digest.update(state[name].detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
 

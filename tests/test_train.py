@@ -12,8 +12,9 @@ import torch
 
 import sample
 import train
-from lib.run_files import load_checkpoint
-from conftest import REPO_ROOT, run_in_process, tiny_train_args
+from lab import run_results
+from lib.command_line import UserError
+from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args, train_tiny_run
 
 # one xdist worker runs this module: its module fixtures are made once (pytest.ini)
 pytestmark = pytest.mark.xdist_group('train')
@@ -131,16 +132,45 @@ def test_every_tie_mode_trains(tiny_data, tmp_path):
         assert summary['val_loss'] < float(rows[0]['val_loss']), mode
 
 
-def test_a_checkpoint_from_before_gelu_approx_resumes_with_the_exact_gelu(trained, tiny_data, tmp_path):
-    ckpt = torch.load(os.path.join(trained[0], 'ckpt.pt'), weights_only=True)
-    del ckpt['model_args']['gelu_approx']  # as written before the key existed
-    del ckpt['model_args']['input_grad_scale']  # likewise, before the 2026 remedies
+# A pit run's checkpoint as an older version wrote it, one difference from today's at a time, that every reader
+# refuses; a resume also refuses a config (below) or an optimizer state (test_optimizers.py) of an older version.
+OLDER = {
+    'pit_names': lambda ckpt: ckpt.update(model={k.replace('pit.', 'pit_'): v for k, v in ckpt['model'].items()}),
+    'model_args': lambda ckpt: [ckpt['model_args'].pop(key) for key in ('gelu_approx', 'input_grad_scale')],
+}
+
+
+@pytest.fixture(scope='module')
+def pit_run(tiny_data, tmp_path_factory):
+    return train_tiny_run(tiny_data, tmp_path_factory, 'pit', tie_mode='pit', max_iters=10, eval_interval=5)
+
+
+@pytest.mark.parametrize('older', OLDER)
+def test_a_checkpoint_of_an_older_version_is_one_line_for_every_reader(older, pit_run, tiny_data, tmp_path):
+    for name in ('ckpt.pt', 'best.pt'):
+        ckpt = torch.load(os.path.join(pit_run, name), weights_only=True)
+        OLDER[older](ckpt)
+        torch.save(ckpt, tmp_path / name)
+    ckpt_path, best_path = str(tmp_path / 'ckpt.pt'), str(tmp_path / 'best.pt')
+    said = [f'checkpoint {ckpt_path} ', 'it was written by an older version of this project']
+    for script, *args in (('sample.py', f'--out_dir={tmp_path}', '--max_new_tokens=5'),
+                          ('export.py', f'--out_dir={tmp_path}', f'--to={tmp_path / "hf"}'),
+                          ('bench.py', f'--out_dir={tmp_path}', '--init_from=resume', f'--data_dir={tiny_data}',
+                           '--dataset=tiny'),
+                          ('train.py', *tiny_train_args(tiny_data, str(tmp_path), max_iters=20, init_from='resume'))):
+        assert_one_line_error(run_in_process(script, *args), *said)
+    with pytest.raises(UserError, match=f'checkpoint {best_path} .*older version'):
+        run_results.load_best(best_path)  # the lab's reader of best.pt, the others read through load_checkpoint
+
+
+@pytest.mark.parametrize('key', ['optimizer', 'muon_qkv', 'ends_decay'])  # each newer than some checkpoints
+def test_a_config_without_a_key_a_resume_reads_is_one_line_on_resume(key, pit_run, tiny_data, tmp_path):
+    ckpt = torch.load(os.path.join(pit_run, 'ckpt.pt'), weights_only=True)
+    ckpt['config'].pop(key)
     torch.save(ckpt, tmp_path / 'ckpt.pt')
-    assert load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['gelu_approx'] == 'none'
-    assert load_checkpoint(str(tmp_path / 'ckpt.pt'), 'cpu')['model_args']['input_grad_scale'] == 1.0
-    run_training(tiny_data, str(tmp_path), max_iters=152, eval_interval=50, init_from='resume')
-    resumed = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
-    assert resumed['iter_num'] == 152 and resumed['model_args']['gelu_approx'] == 'none'
+    assert_one_line_error(run_in_process('train.py', *tiny_train_args(tiny_data, str(tmp_path), init_from='resume')),
+                          f"checkpoint {tmp_path / 'ckpt.pt'} lacks config.{key}: it was written by an older version")
+    assert run_in_process('sample.py', f'--out_dir={tmp_path}', '--max_new_tokens=5').returncode == 0  # weights read
 
 
 def test_sample_gives_the_requested_samples_in_the_vocabulary(trained, tiny_data):
