@@ -22,6 +22,10 @@
 #                                                 # untied with and without sqrt(d) input scaling: one seed, half length
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
 #                                                 # best cells on three seeds at full length, the better on five fresh
+#   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
+#                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
+#   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
+#                                                 # swept, then five seeds paired with that size's untied best
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -185,6 +189,34 @@ remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the th
                 --warmup_iters=100 --ends_decay="$decay" --out_dir="${sweeps[$k]/rsweep/r$pass}"
         done
     done ;;
+remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
+    # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
+    decay=${1:-coupled}
+    fresh=(out-exp7-rfresh-adamw-w160-$decay out-exp7-rfresh-adamw-w160-$decay-emb_scale
+           out-exp7-rfresh-adamw-w160-$decay-untied)
+    flags=("" "--emb_scale=true" "")
+    mapfile -t rows < <(python $tables remedy_best "${fresh[@]}")
+    for k in 0 1 2; do
+        [ -n "${rows[$k]}" ] || continue
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${flags[$k]} \
+            $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${fresh[$k]/rfresh/rhorizon}"
+        python lab/experiment7_results.py curves "${fresh[$k]/rfresh/rhorizon}"
+    done ;;
+remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
+    # then its best and that size's untied best (its committed sweep) on five seeds each, paired by seed
+    decay=${1:-coupled}
+    fresh=(out-exp7-rfresh-adamw-w160-$decay out-exp7-rfresh-adamw-w160-$decay-emb_scale
+           out-exp7-rfresh-adamw-w160-$decay-untied)
+    flags=("" "--emb_scale=true" "")
+    read -r k rows <<< "$(python $tables remedy_neighbours "${fresh[@]}")"
+    out=out-exp7-rsweep-adamw-w160_shallow-$decay
+    sweep_rows w160_shallow adamw "$out" "$rows" --warmup_iters=50 --ends_decay="$decay" ${flags[$k]}
+    untied=$(python $tables best out-exp7-sweep-adamw-w160_shallow | tr ',' '\n' | grep '^untied')
+    for pair in "$(python $tables best "$out") ${flags[$k]}" "$untied"; do
+        read -r modes flag <<< "$pair"
+        python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$modes" --seeds=5 $flag \
+            --warmup_iters=100 --ends_decay="$decay" --out_dir="${out/rsweep/rdepth}-${modes%%_*}"
+    done ;;
 horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
     # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary
     for size in ${@:-w128 w160}; do
@@ -198,6 +230,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_horizon|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac

@@ -367,12 +367,12 @@ def inside(out_dir, cells):
                          f"sweep stage again")
 
 
-def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
-    """The select stage's rows, a line for each sweep in out_dirs: untied's best cells (over every sweep that has
-    untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
-    with its `cells_each` best cells. A family is named by its sweep too (sqrt(d) tied is not plain tied).
-    sweeps=False reads the select stage's out dirs, which hold only the cells picked, so no edge is checked."""
-    families = []  # (best loss, sweep index, row prefix, {rate or (e, h): loss})
+def ranked_families(out_dirs, sweeps=True):
+    """Across the remedy stages' out dirs (plain, sqrt(d), untied): untied's best family, plain tying's, and the
+    remedy families best first, each (best loss, index of its out dir, row prefix, {rate or (e, h): loss}). A family
+    is named by its out dir too (sqrt(d) tied is not plain tied). sweeps=False reads out dirs that hold only the
+    cells picked (the select and fresh stages'), so no edge is checked."""
+    families = []
     for k, out_dir in enumerate(out_dirs):
         _, untied, tied, others = sweep_cells(out_dir, committed=True)
         if sweeps:
@@ -380,7 +380,15 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
         families += [(rates[best], k, name, rates) for name, (rates, best) in best_cells(untied, tied, others).items()]
     untied = min((f for f in families if f[2] == 'untied'), default=None)
     tied = min((f for f in families if f[2] == 'tied' and f[1] == 0), default=None)
-    remedies = sorted(f for f in families if f[2] != 'untied' and f is not tied)[:count]
+    return untied, tied, sorted(f for f in families if f[2] != 'untied' and f is not tied)
+
+
+def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
+    """The select stage's rows, a line for each sweep in out_dirs: untied's best cells (over every sweep that has
+    untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
+    with its `cells_each` best cells (ranked_families)."""
+    untied, tied, remedies = ranked_families(out_dirs, sweeps)
+    remedies = remedies[:count]
     lines = [[] for _ in out_dirs]
     for _, k, name, rates in [f for f in (untied, tied) if f] + remedies:
         for key in sorted(rates, key=rates.get)[:cells_each]:
@@ -410,6 +418,11 @@ def main(argv):
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
     elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir
         print(*remedy_top(len(REMEDY_FAMILIES) + 2, argv[1:], 1, sweeps=False), sep='\n')
+    elif command == 'remedy_best':  # OUT_DIR...: of the fresh seeds, untied's best, plain tied's, the best remedy
+        print(*remedy_top(1, argv[1:], 1, sweeps=False), sep='\n')
+    elif command == 'remedy_neighbours':  # OUT_DIR...: "K ROWS": the best remedy's out dir, its best rate's rungs
+        _, k, name, rates = ranked_families(argv[1:], sweeps=False)[2][0]
+        print(k, ','.join(f'{name}_e{rate:g}' for rate in neighbours(min(rates, key=rates.get))))
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
               *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')

@@ -219,6 +219,9 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
     # the fresh seeds take each family's better cell of the select stage, which holds only the cells picked
     picks = run_tables(tables, 'remedy_picks', dirs[0], dirs[1], dirs[2]).split('\n')
     assert picks[0].split(',')[:2] == ['tied_e100', 'shuffle_e100']
+    # the horizon takes untied's best, plain tied's and the one best remedy; depth sweeps that remedy around its best
+    assert run_tables(tables, 'remedy_best', *dirs).split('\n')[:2] == ['tied_e100,shuffle_e100', 'untied_e300_h10']
+    assert run_tables(tables, 'remedy_neighbours', *dirs) == '0 shuffle_e30,shuffle_e100,shuffle_e300'
 
 
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
