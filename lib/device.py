@@ -119,8 +119,8 @@ class Process:
 @contextmanager
 def process_group(cfg):
     """Set up the process (under torchrun: join the DDP group, one GPU per rank) and tear it down. The device's
-    settings for this run: its dtype, the autocast context that applies it, whether to compile, the padding of
-    the head's matmul, and TF32 matmuls on CUDA (float32 weights, 10-bit mantissa products)."""
+    settings for this run: its dtype (train.py builds the autocast that applies it), whether to compile, the padding
+    of the head's matmul, and TF32 matmuls on CUDA (float32 weights, 10-bit mantissa products)."""
     proc = Process()
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
     with contextlib.ExitStack() as stack:
@@ -136,7 +136,6 @@ def process_group(cfg):
         else:
             proc.device = pick_device(cfg['device'])
         proc.dtype = pick_dtype(cfg['dtype'], proc.device)
-        proc.autocast = autocast_context(proc.device, proc.dtype)
         proc.compile = pick_compile(cfg['compile'], proc.device)
         proc.pad_vocab_to = pick_pad_vocab(cfg['pad_vocab'], proc.device)
         if proc.device.startswith('cuda'):
