@@ -1,6 +1,7 @@
 """A training run's files read back: out_dir/ckpt.pt (everything an exact resume needs), best.pt (the weights at
 the lowest validation loss) and metrics.csv (a row per logged iteration), each model built again as it was saved.
-Every failure to read them becomes one UserError that says what to do. lib/training_run.py's Run writes them.
+Every failure to read them becomes one UserError that says what to do. train.py's checkpoint() is what ckpt.pt
+holds; lib/training_run.py's Run writes them.
 """
 
 import csv
@@ -13,7 +14,7 @@ from lib.memory import matrix_params, memory_shortfall, out_of_memory_reason
 from model import MODEL_KEYS, GPT, GPTConfig
 
 
-# What a resume (or sample.py) reads from a checkpoint; training_run.Run.save writes these and more.
+# What a resume (or sample.py) reads from a checkpoint; train.py's checkpoint() writes these and more.
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint',
                    'meta')
 
