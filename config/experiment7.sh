@@ -90,6 +90,13 @@ print(','.join(rows))
 PY
 }
 
+# The remedy stages' three out dirs (plain remedies, sqrt(d) input scaling, untied) and the flag each one's rows
+# were swept with; STAGE is rsweep, rselect, rfresh or rhorizon.
+remedy_flags=("" "--emb_scale=true" "")
+remedy_dirs() {  # STAGE DECAY
+    echo "out-exp7-$1-adamw-w160-$2 out-exp7-$1-adamw-w160-$2-emb_scale out-exp7-$1-adamw-w160-$2-untied"
+}
+
 stage=${1:-}
 shift || true
 case $stage in
@@ -164,55 +171,49 @@ remedy_sweep)  # AdamW at w160: each remedy at its own rate, one seed, half leng
     # 100 of the full 200 steps, so 50 here; the ends' decay coupled, or per_step as the argument). The sqrt(d) rows
     # (tied from x1 up, untied's two rates) have a sweep of their own, --emb_scale being the command's flag.
     decay=${1:-coupled}
-    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay" "$(python $tables grid remedies)" \
-        --warmup_iters=50 --ends_decay="$decay"
-    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay-emb_scale" "$(python $tables grid remedies_emb_scale)" \
-        --warmup_iters=50 --ends_decay="$decay" --emb_scale=true
-    # untied without sqrt(d) at this warmup (the ladder's sweep had 25 steps): its best, the others' reference
-    sweep_rows w160 adamw "out-exp7-rsweep-adamw-w160-$decay-untied" "$(python $tables grid remedies_untied)" \
-        --warmup_iters=50 --ends_decay="$decay" ;;
+    read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
+    # the third: untied without sqrt(d) at this warmup (the ladder's sweep had 25 steps), the others' reference
+    grids=(remedies remedies_emb_scale remedies_untied)
+    for k in 0 1 2; do
+        sweep_rows w160 adamw "${sweeps[$k]}" "$(python $tables grid "${grids[$k]}")" --warmup_iters=50 \
+            --ends_decay="$decay" ${remedy_flags[$k]}
+    done ;;
 remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the three best remedies, each with its two
     # best cells, at full length on three seeds; each one's better cell then on five fresh seeds (seed 1342 on), all
     # paired by seed across the three out dirs (the select stage's rule: a pick is reported on seeds it was not
     # picked on). The sqrt(d) rows run with --emb_scale=true, as they were swept.
     decay=${1:-coupled}
-    sweeps=(out-exp7-rsweep-adamw-w160-$decay out-exp7-rsweep-adamw-w160-$decay-emb_scale
-            out-exp7-rsweep-adamw-w160-$decay-untied)
-    flags=("" "--emb_scale=true" "")
+    read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
     for pass in select fresh; do
         if [ $pass = select ]; then mapfile -t rows < <(python $tables remedy_top 3 2 "${sweeps[@]}")
         else mapfile -t rows < <(python $tables remedy_picks "${sweeps[@]/rsweep/rselect}"); fi
         for k in 0 1 2; do
             [ -n "${rows[$k]}" ] || continue
             seeds=$([ $pass = select ] && echo "--seeds=3" || echo "--seed=1342 --seeds=5")
-            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" $seeds ${flags[$k]} \
+            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" $seeds ${remedy_flags[$k]} \
                 --warmup_iters=100 --ends_decay="$decay" --out_dir="${sweeps[$k]/rsweep/r$pass}"
         done
     done ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
     decay=${1:-coupled}
-    fresh=(out-exp7-rfresh-adamw-w160-$decay out-exp7-rfresh-adamw-w160-$decay-emb_scale
-           out-exp7-rfresh-adamw-w160-$decay-untied)
-    flags=("" "--emb_scale=true" "")
+    read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
     mapfile -t rows < <(python $tables remedy_best "${fresh[@]}")
     for k in 0 1 2; do
         [ -n "${rows[$k]}" ] || continue
-        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${flags[$k]} \
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${remedy_flags[$k]} \
             $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${fresh[$k]/rfresh/rhorizon}"
         python lab/experiment7_results.py curves "${fresh[$k]/rfresh/rhorizon}"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
     # then its best and that size's untied best (its committed sweep) on five seeds each, paired by seed
     decay=${1:-coupled}
-    fresh=(out-exp7-rfresh-adamw-w160-$decay out-exp7-rfresh-adamw-w160-$decay-emb_scale
-           out-exp7-rfresh-adamw-w160-$decay-untied)
-    flags=("" "--emb_scale=true" "")
+    read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
     read -r k rows <<< "$(python $tables remedy_neighbours "${fresh[@]}")"
     out=out-exp7-rsweep-adamw-w160_shallow-$decay
-    sweep_rows w160_shallow adamw "$out" "$rows" --warmup_iters=50 --ends_decay="$decay" ${flags[$k]}
+    sweep_rows w160_shallow adamw "$out" "$rows" --warmup_iters=50 --ends_decay="$decay" ${remedy_flags[$k]}
     untied=$(python $tables best out-exp7-sweep-adamw-w160_shallow | tr ',' '\n' | grep '^untied')
-    for pair in "$(python $tables best "$out") ${flags[$k]}" "$untied"; do
+    for pair in "$(python $tables best "$out") ${remedy_flags[$k]}" "$untied"; do
         read -r modes flag <<< "$pair"
         python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$modes" --seeds=5 $flag \
             --warmup_iters=100 --ends_decay="$decay" --out_dir="${out/rsweep/rdepth}-${modes%%_*}"
