@@ -45,8 +45,9 @@ sweep() {  # MODEL OPTIMIZER [tied]: the grid at half length, widened until each
 sweep_rows() {  # MODEL OPTIMIZER OUT_DIR ROWS [FLAG...]: sweep() with its rows, out dir and extra ablate.py flags given
     local model=$1 optimizer=$2 out=$3 modes=$4 wider
     shift 4
-    # run again, a sweep starts from every row it trained before, so that its three widenings are three more
-    [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out")
+    # run again, a sweep starts from every row it trained before and any its grid has gained since, so that its
+    # three widenings are three more
+    [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out" "$modes")
     for _ in 1 2 3 4; do
         python ablate.py "config/ladder_$model.py" $(python $tables flags half) --optimizer="$optimizer" \
             --modes="$modes" "$@" --out_dir="$out"

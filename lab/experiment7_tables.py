@@ -53,9 +53,13 @@ GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
 # its edges; sqrt(d) input scaling multiplies what the lookup feeds the blocks by 12.6 at width 160, so its sweep
 # starts at x1. --emb_scale is a flag of the command, not of a row: its rows have a sweep (an out dir) of their own.
 REMEDY_RATES = (30, 100, 300)
+# pit's S moves at the shared matrix's rate too (configure_optimizers) and has the logits' whole scale to grow, from
+# rows sqrt(d/n) long: at x30-x1000 with S at the blocks' rate its loss stayed near log n, its S grown 2 % in 100 steps
+PIT_RATES = (10, 30, 100)
 UNTIED_ROWS = [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10, 30)]  # around its AdamW best, x300 x10
 REMEDY_FAMILIES = ('tied', 'shuffle', 'proj', 'pit', 'tied_untie', 'tied_igs4', 'tied_igs16')
-REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES for e in REMEDY_RATES],
+REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES
+                             for e in (PIT_RATES if family == 'pit' else REMEDY_RATES)],
                 'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS,
                 'remedies_untied': UNTIED_ROWS}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
@@ -407,9 +411,10 @@ def main(argv):
         print(' '.join({'half': half_flags(), 'time': TIME_FLAGS, 'horizon': HORIZON_FLAGS}[argv[1]]))
     elif command == 'grid':
         print(','.join(REMEDY_GRIDS[argv[1]] if argv[1] in REMEDY_GRIDS else grid_rows(argv[1], argv[2:] == ['tied'])))
-    elif command == 'widen':
+    elif command == 'widen':  # OUT_DIR [ROWS]: its rows, the grid's ROWS it lacks, the neighbours its bests lack
         rows, *cells = sweep_cells(argv[1])
-        print(','.join(rows + missing_neighbours(*cells)))
+        grid = argv[2].split(',') if argv[2:] else []
+        print(','.join(dict.fromkeys(rows + [row for row in grid if row not in rows] + missing_neighbours(*cells))))
     elif command == 'best':
         _, *cells = sweep_cells(argv[1], committed=True)
         inside(argv[1], cells)

@@ -14,7 +14,7 @@ from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from export import pit_matrices
 from lib.probes import GradSources
 from model import GPT, GPTConfig
-from lib.optimizers import configure_optimizers
+from lib.optimizers import build_optimizer, configure_optimizers, set_rates
 
 TALL = dict(vocab_size=96, n_embd=32, n_layer=1, n_head=2, block_size=16)   # n > d: orthonormal columns
 WIDE = dict(vocab_size=20, n_embd=32, n_layer=1, n_head=2, block_size=16)   # n <= d: orthonormal rows
@@ -68,6 +68,17 @@ def test_pit_excludes_u_and_l_from_weight_decay():
     decayed = [p for group in optimizer.param_groups if group['weight_decay'] > 0 for p in group['params']]
     assert all(p is not model.token_embedding_table.weight and p is not model.pit.lower for p in decayed)
     assert any(p is model.blocks[0].mlp.c_fc.weight for p in decayed)
+
+
+def test_pit_moves_s_at_the_shared_matrix_rate():
+    # U is retracted after every step, so S alone sets the logits' scale: at the blocks' rate it could not grow
+    model = GPT(GPTConfig(tie_mode='pit', **TALL))
+    optimizer = build_optimizer(model, dict(weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99,
+                                            embed_lr=3e-2), 'cpu')
+    set_rates(optimizer, dict(learning_rate=1e-3, embed_lr=3e-2), 1e-3)
+    rate = {id(p): group['lr'] for group in optimizer.adamw.param_groups for p in group['params']}
+    assert rate[id(model.pit.lower)] == rate[id(model.pit.log_diag)] == rate[id(model.token_embedding_table.weight)]
+    assert rate[id(model.pit.lower)] == pytest.approx(3e-2) and rate[id(model.ln_f.weight)] == pytest.approx(1e-3)
 
 
 def test_pit_saves_its_parameters_under_their_module_names_first_in_parameters():

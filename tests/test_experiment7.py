@@ -176,8 +176,8 @@ def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tabl
 def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tables, tmp_path):
     rows = tables.REMEDY_GRIDS['remedies']
     losses = {row: 5.0 for row in rows}
-    # shuffle best at its lowest rate, tied_igs4 at its highest, pit inside at x100; the untie row at x30
-    losses.update({'shuffle_e30': 4.0, 'tied_igs4_e300': 4.1, 'pit_e100': 4.2, 'tied_untie_e30': 4.3})
+    # shuffle best at its lowest rate, tied_igs4 at its highest, pit inside at x30; the untie row at x30
+    losses.update({'shuffle_e30': 4.0, 'tied_igs4_e300': 4.1, 'pit_e30': 4.2, 'tied_untie_e30': 4.3})
     out_dir = write_sweep(tmp_path, losses)
     widened = run_tables(tables, 'widen', out_dir).split(',')
     assert widened[:len(rows)] == rows
@@ -188,8 +188,11 @@ def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tab
     losses.update({row: 6.0 for row in added})
     out_dir = write_sweep(tmp_path, losses)
     best = run_tables(tables, 'best', out_dir).split(',')
-    assert {'shuffle_e30', 'tied_igs4_e300', 'pit_e100', 'tied_untie_e30'} <= set(best)
+    assert {'shuffle_e30', 'tied_igs4_e300', 'pit_e30', 'tied_untie_e30'} <= set(best)
     assert len(best) == len(tables.REMEDY_FAMILIES)  # one row a family, plain tied among them
+    # run again after its grid gained a row, the sweep trains that row too, and each row once
+    again = run_tables(tables, 'widen', out_dir, ','.join(rows + ['pit_e3', 'shuffle_e30'])).split(',')
+    assert again == list(losses) + ['pit_e3']
 
 
 def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_each_at_its_two_best_rates(

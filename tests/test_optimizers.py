@@ -50,7 +50,8 @@ def test_muon_holds_exactly_the_block_matrices_and_adamw_the_rest_once(tie_mode)
     table = model.token_embedding_table.weight
     assert sum(p is table for p in in_adamw) == 1 and not any(p is table for p in in_muon)
     (embed,) = [group for group in optimizer.adamw.param_groups if group['role'] == 'embed']
-    assert embed['params'] == [table]
+    s_of_pit = [model.pit.lower, model.pit.log_diag] if model.pit is not None else []  # S goes at U's rate
+    assert list(map(id, embed['params'])) == list(map(id, [table, *s_of_pit]))
 
 
 def test_adamw_alone_is_one_optimizer_with_every_parameter_once_and_no_muon():
