@@ -213,7 +213,7 @@ def configure_optimizers(model, weight_decay, learning_rate, betas, device_type,
     hidden = [p for block in model.blocks for p in block.parameters() if p.dim() == 2] if muon else []
     # pit: S (its L) goes with U at the shared matrix's rate. U is put back on its orthonormal frame after every
     # step, so its rate only turns it; the logits' scale is S's to learn (U's rows are sqrt(d/n) long), and at the
-    # blocks' rate S cannot grow in a short run (docs/experiment7.md, the remedies).
+    # blocks' rate S cannot grow in a short run (docs/2026-remedies.md, "L at the shared matrix's rate").
     tie = [table] + ([model.pit.lower, model.pit.log_diag] if model.pit is not None else [])
     rest = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in [*tie, head, *hidden])]
     decayed = [p for p in rest if p.dim() >= 2]
