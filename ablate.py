@@ -58,8 +58,9 @@ Writes to out_dir:
 
 Rows besides the tie modes: tied_untie (above), and a mode (or tied_untie) with settings of its own after it:
 _igsK, its token lookup's gradient scaled by K (train.py --input_grad_scale=K), _eX, its token table's rate X
-times learning_rate (--embed_lr), _hY, an untied head's rate (--head_lr); e.g. --modes=untied,tied,tied_igs2
-or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then draws rate_sweep.png).
+times learning_rate (--embed_lr), _hY, an untied head's (or pit's S's) rate (--head_lr); e.g.
+--modes=untied,tied,tied_igs2 or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then
+draws rate_sweep.png).
 --tuned_lens=ROWS (or all) has each of those rows' workers put its final checkpoint through the tuned lens
 (lab/tuned_lens.py, about a minute and a half a run) as it ends: a per-layer table and tuned_lens.png.
 Every run is evaluated on the same fixed batches, whatever its seed (train.py --eval_seed), and the
@@ -179,7 +180,7 @@ def plan_runs(cfg):
     runs = []
     for mode in cfg['modes'].split(','):
         row = parse_row(mode)
-        has_head = row.tie_mode == 'untied' or row.unties  # a head rate (the ablation's --head_lr) is for these only
+        has_head = row.tie_mode in ('untied', 'pit') or row.unties  # a head rate (--head_lr) is for these only
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
             # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.

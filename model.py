@@ -142,8 +142,8 @@ class PseudoInverseTie(nn.Module):
     token i goes in as S^-1 u_i (`lift`), the head scores U S h (`forward`, then the tied head). Decoding an encoded
     token goes through U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned. The self term
     of (*) at init is d/sqrt(n) where n > d; where n <= d, U U^T = I and pit starts as a copier like plain tying
-    (docs/2026-remedies.md). U and L are never decayed, and move at one rate, the shared matrix's (--embed_lr:
-    lib/optimizers.configure_optimizers)."""
+    (docs/2026-remedies.md). U and L are never decayed; U moves at the shared matrix's rate (--embed_lr), L at
+    the head's (--head_lr: lib/optimizers.configure_optimizers)."""
 
     def __init__(self, d):
         super().__init__()

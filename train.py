@@ -73,7 +73,8 @@ DEFAULTS = dict(
                                     # (lib/optimizers.configure_optimizers)
     learning_rate=1e-3,             # AdamW's peak rate; every other rate follows its schedule, as a fraction of it
     embed_lr=None,                  # the token table's peak rate (the shared matrix's, when tied); None: learning_rate
-    head_lr=None,                   # an untied head's peak rate; None: learning_rate (after --untie_at: embed_lr)
+    head_lr=None,                   # an untied head's peak rate (pit: its S's); None: learning_rate (after
+                                    # --untie_at: embed_lr)
     muon_lr=8e-3,                   # Muon's peak rate, in AdamW's units (match_rms_adamw); from config/muon_sweep.sh
     muon_momentum=0.95,             # Muon's momentum (Nesterov); from config/muon_sweep.sh
     muon_qkv='split',               # split: Muon orthogonalises q, k and v each as one map; fused: their stack as one

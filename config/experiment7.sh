@@ -168,9 +168,10 @@ shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, un
     best=$(python $tables best out-exp7-sweep-adamw-w160_shallow)
     python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$best" --seeds=5 \
         --out_dir=out-exp7-confirm-adamw-w160_shallow ;;
-remedy_sweep)  # AdamW at w160: each remedy at its own rate, one seed, half length, the control's best setting (warmup
-    # 100 of the full 200 steps, so 50 here; the ends' decay coupled, or per_step as the argument). The sqrt(d) rows
-    # (tied from x1 up, untied's two rates) have a sweep of their own, --emb_scale being the command's flag.
+remedy_sweep)  # AdamW at w160: each remedy at its own rate (pit at its two, U's and S's), one seed, half length, the
+    # control's best setting (warmup 100 of the full 200 steps, so 50 here; the ends' decay coupled, or per_step as
+    # the argument). The sqrt(d) rows (tied from x1 up, untied's two rates) have a sweep of their own, --emb_scale
+    # being the command's flag.
     decay=${1:-coupled}
     read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
     # the third: untied without sqrt(d) at this warmup (the ladder's sweep had 25 steps), the others' reference

@@ -19,7 +19,7 @@ MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, b
 #   _igsK  the token lookup's gradient times K (train.py --input_grad_scale=K, model.ScaleGrad; claim 12,
 #          Lopardo et al. 2026, arXiv 2603.26663), e.g. tied_igs2
 #   _eX    the token table's rate (the shared matrix's when tied) X times --learning_rate (train.py --embed_lr)
-#   _hY    an untied head's rate Y times --learning_rate (train.py --head_lr): untied and tied_untie rows only
+#   _hY    an untied head's rate Y times --learning_rate (train.py --head_lr): untied, tied_untie and pit (its S)
 # e.g. untied_e10_h0.3, tied_e3, tied_untie_e3. A setting a row does not name is the ablation's own, so one
 # ablate command sweeps rates with the same seeds and data order in every cell.
 ROW_SETTINGS = {'igs': 'input_grad_scale', 'e': 'embed_mult', 'h': 'head_mult'}
@@ -56,7 +56,7 @@ def parse_row(name):
 def check_row(name):
     """A row that parses but cannot be trained: a head rate where the head is the token table."""
     row = parse_row(name)
-    if row.head_mult is not None and row.tie_mode != 'untied' and not row.unties:
+    if row.head_mult is not None and row.tie_mode not in ('untied', 'pit') and not row.unties:
         raise UserError(f"--modes has {name}, a head rate for tie_mode {row.tie_mode}, whose head and token table "
                         f"are one matrix with one rate: give it an embed rate (_eX) instead")
 

@@ -53,13 +53,14 @@ GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
 # its edges; sqrt(d) input scaling multiplies what the lookup feeds the blocks by 12.6 at width 160, so its sweep
 # starts at x1. --emb_scale is a flag of the command, not of a row: its rows have a sweep (an out dir) of their own.
 REMEDY_RATES = (30, 100, 300)
-# pit's S moves at the shared matrix's rate too (configure_optimizers) and has the logits' whole scale to grow, from
-# rows sqrt(d/n) long: at x30-x1000 with S at the blocks' rate its loss stayed near log n, its S grown 2 % in 100 steps
-PIT_RATES = (10, 30, 100)
+# pit has two rates, its orthonormal U's (the table's) and its S's (the head's: configure_optimizers), swept as untied's
+# are: at x30-x1000 with S at the blocks' rate its loss stayed near log n, S grown 2 % in 100 steps, with the logits'
+# whole scale to grow from U's rows, sqrt(d/n) long. U's entries are 1/sqrt(n) ~ 0.007, so its rate starts low.
+PIT_ROWS = [f'pit_e{e:g}_h{h:g}' for e in (0.1, 0.3, 1) for h in (10, 30, 100)]
 UNTIED_ROWS = [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10, 30)]  # around its AdamW best, x300 x10
 REMEDY_FAMILIES = ('tied', 'shuffle', 'proj', 'pit', 'tied_untie', 'tied_igs4', 'tied_igs16')
-REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES
-                             for e in (PIT_RATES if family == 'pit' else REMEDY_RATES)],
+REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES if family != 'pit'
+                             for e in REMEDY_RATES] + PIT_ROWS,
                 'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS,
                 'remedies_untied': UNTIED_ROWS}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
@@ -306,16 +307,18 @@ def sweep_cells(out_dir, committed=False):
 
 
 def family_cells(info, key='val_loss_all'):
-    """{family: {shared matrix's rate: loss}} for a sweep's one-rate rows other than plain tied (rate_cells has those):
-    a family is a row's name without its _eX, e.g. shuffle, tied_igs4, tied_untie; mean over seeds."""
+    """{family: {shared matrix's rate: loss}} for a sweep's rows other than untied and plain tied (rate_cells has
+    those): a family is a row's name without its _eX and _hY, e.g. shuffle, tied_igs4, tied_untie; mean over seeds.
+    A family with a head rate (pit's S) is keyed (table rate, head rate), as untied is, its rows without one at x1."""
     from lab.ablation_grid import parse_row
     families = {}
     for mode, cells in info['modes'].items():
         row, loss = parse_row(mode), cells.get(key, {}).get('mean')
-        name = re.sub(r'_e[0-9.e+-]+(?=_|$)', '', mode)
+        name = re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', mode)
         if loss is not None and row.tie_mode != 'untied' and name != 'tied':
-            families.setdefault(name, {})[row.embed_mult or 1.0] = loss
-    return families
+            families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss
+    return {name: {(e, h or 1.0) if any(h for _, h in cells) else e: loss for (e, h), loss in cells.items()}
+            for name, cells in families.items()}
 
 
 def neighbours(rate):
@@ -335,17 +338,17 @@ def at_the_ladders_end(untied, tied, families=None):
     """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
     ends = (RUNGS[0], RUNGS[-1])
     rates = [rate for name, (_, best) in best_cells(untied, tied, families).items()
-             for rate in (best if name == 'untied' else (best,))]
+             for rate in (best if isinstance(best, tuple) else (best,))]
     return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
 
 
 def missing_neighbours(untied, tied, families=None):
-    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best; tied's, and each
-    other family's, either side."""
+    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best (and any family's
+    with a head rate); tied's, and each other family's, either side."""
     rows = []
     for name, (cells, best) in best_cells(untied, tied, families).items():
-        if name == 'untied':
-            rows += [f'untied_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1])
+        if isinstance(best, tuple):
+            rows += [f'{name}_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1])
                      if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in cells)]
         else:
             rows += [f'{name}_e{a:g}' for a in neighbours(best) if not any(math.isclose(a, x) for x in cells)]
@@ -354,7 +357,7 @@ def missing_neighbours(untied, tied, families=None):
 
 def best_rows(untied, tied, families=None):
     """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
-    return [name + ''.join(f'_{side}{rate:g}' for side, rate in zip('eh', best if name == 'untied' else (best,))
+    return [name + ''.join(f'_{side}{rate:g}' for side, rate in zip('eh', best if isinstance(best, tuple) else (best,))
                            if rate != 1) for name, (_, best) in best_cells(untied, tied, families).items()]
 
 
@@ -396,8 +399,8 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     lines = [[] for _ in out_dirs]
     for _, k, name, rates in [f for f in (untied, tied) if f] + remedies:
         for key in sorted(rates, key=rates.get)[:cells_each]:
-            if name == 'untied':
-                lines[k].append(f"untied_e{key[0]:g}_h{key[1]:g}")
+            if isinstance(key, tuple):
+                lines[k].append(f"{name}_e{key[0]:g}_h{key[1]:g}")
             else:
                 lines[k].append(name + (f'_e{key:g}' if key != 1 else ''))
     return [','.join(rows) for rows in lines]
@@ -427,7 +430,9 @@ def main(argv):
         print(*remedy_top(1, argv[1:], 1, sweeps=False), sep='\n')
     elif command == 'remedy_neighbours':  # OUT_DIR...: "K ROWS": the best remedy's out dir, its best rate's rungs
         _, k, name, rates = ranked_families(argv[1:], sweeps=False)[2][0]
-        print(k, ','.join(f'{name}_e{rate:g}' for rate in neighbours(min(rates, key=rates.get))))
+        best = min(rates, key=rates.get)
+        print(k, ','.join(f'{name}_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1]))
+              if isinstance(best, tuple) else ','.join(f'{name}_e{rate:g}' for rate in neighbours(best)))
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
               *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')

@@ -70,8 +70,9 @@ def check_optimizer_args(cfg):
 
 
 def check_head_lr(cfg):
-    """--head_lr needs a head of its own: untied, or tied until --untie_at (after a resume, the checkpoint's mode)."""
-    if cfg['head_lr'] is not None and cfg['tie_mode'] != 'untied' and cfg.get('untie_at') is None:
+    """--head_lr needs a head of its own: untied, or tied until --untie_at (after a resume, the checkpoint's mode);
+    or pit's S, the head's transform."""
+    if cfg['head_lr'] is not None and cfg['tie_mode'] not in ('untied', 'pit') and cfg.get('untie_at') is None:
         raise UserError(f"--head_lr is for a head of its own, but --tie_mode={cfg['tie_mode']} makes the head and the "
                         f"token table one matrix, and one matrix has one rate: use --embed_lr for it")
 
@@ -205,20 +206,21 @@ def configure_optimizers(model, weight_decay, learning_rate, betas, device_type,
     """The model's optimizers: [AdamW], or [AdamW, Muon] when muon (the run's settings: muon_lr, muon_momentum,
     muon_qkv) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
     The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
-    shared matrix when tied: there once; pit's L with it), 'head' (an untied head; empty while tied), 'matrices', 'gains'."""
+    shared matrix when tied: there once), 'head' (pit's L) (an untied head; empty while tied), 'matrices', 'gains'."""
     table, head = model.token_embedding_table.weight, model.lm_head.weight
     # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
     # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
     # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
     hidden = [p for block in model.blocks for p in block.parameters() if p.dim() == 2] if muon else []
-    # pit: S (its L) goes with U at the shared matrix's rate. U is put back on its orthonormal frame after every
-    # step, so its rate only turns it; the logits' scale is S's to learn (U's rows are sqrt(d/n) long), and at the
-    # blocks' rate S cannot grow in a short run (docs/2026-remedies.md, "L at the shared matrix's rate").
-    tie = [table] + ([model.pit.lower, model.pit.log_diag] if model.pit is not None else [])
-    rest = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in [*tie, head, *hidden])]
+    # pit: S (its L) is the head's transform, U S h, and takes the head's rate (--head_lr), apart from U's. U's rows
+    # are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale is S's to
+    # learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md, "--tie_mode=pit").
+    pit = [model.pit.lower, model.pit.log_diag] if model.pit is not None else []
+    rest = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden, *pit])]
     decayed = [p for p in rest if p.dim() >= 2]
-    groups = [dict(params=tie, weight_decay=0.0 if model.pit is not None else weight_decay, role='embed'),
-              dict(params=[] if model.is_tied else [head], weight_decay=weight_decay, role='head'),
+    groups = [dict(params=[table], weight_decay=0.0 if pit else weight_decay, role='embed'),
+              dict(params=pit if pit else [] if model.is_tied else [head], weight_decay=0.0 if pit else weight_decay,
+                   role='head'),
               dict(params=decayed, weight_decay=weight_decay, role='matrices'),
               dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
     if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)

@@ -70,15 +70,16 @@ def test_pit_excludes_u_and_l_from_weight_decay():
     assert any(p is model.blocks[0].mlp.c_fc.weight for p in decayed)
 
 
-def test_pit_moves_s_at_the_shared_matrix_rate():
+def test_pit_moves_s_at_the_heads_rate_and_u_at_the_tables():
     # U is retracted after every step, so S alone sets the logits' scale: at the blocks' rate it could not grow
     model = GPT(GPTConfig(tie_mode='pit', **TALL))
-    optimizer = build_optimizer(model, dict(weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99,
-                                            embed_lr=3e-2), 'cpu')
-    set_rates(optimizer, dict(learning_rate=1e-3, embed_lr=3e-2), 1e-3)
+    rates = dict(learning_rate=1e-3, embed_lr=3e-4, head_lr=3e-2)
+    optimizer = build_optimizer(model, dict(weight_decay=0.1, beta1=0.9, beta2=0.99, **rates), 'cpu')
+    set_rates(optimizer, rates, 1e-3)
     rate = {id(p): group['lr'] for group in optimizer.adamw.param_groups for p in group['params']}
-    assert rate[id(model.pit.lower)] == rate[id(model.pit.log_diag)] == rate[id(model.token_embedding_table.weight)]
-    assert rate[id(model.pit.lower)] == pytest.approx(3e-2) and rate[id(model.ln_f.weight)] == pytest.approx(1e-3)
+    assert rate[id(model.pit.lower)] == rate[id(model.pit.log_diag)] == pytest.approx(3e-2)
+    assert rate[id(model.token_embedding_table.weight)] == pytest.approx(3e-4)
+    assert rate[id(model.ln_f.weight)] == pytest.approx(1e-3)
 
 
 def test_pit_saves_its_parameters_under_their_module_names_first_in_parameters():

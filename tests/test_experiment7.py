@@ -176,8 +176,8 @@ def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tabl
 def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tables, tmp_path):
     rows = tables.REMEDY_GRIDS['remedies']
     losses = {row: 5.0 for row in rows}
-    # shuffle best at its lowest rate, tied_igs4 at its highest, pit inside at x30; the untie row at x30
-    losses.update({'shuffle_e30': 4.0, 'tied_igs4_e300': 4.1, 'pit_e30': 4.2, 'tied_untie_e30': 4.3})
+    # shuffle best at its lowest rate, tied_igs4 at its highest, pit inside at U x0.3, S x30; the untie row at x30
+    losses.update({'shuffle_e30': 4.0, 'tied_igs4_e300': 4.1, 'pit_e0.3_h30': 4.2, 'tied_untie_e30': 4.3})
     out_dir = write_sweep(tmp_path, losses)
     widened = run_tables(tables, 'widen', out_dir).split(',')
     assert widened[:len(rows)] == rows
@@ -188,11 +188,24 @@ def test_each_remedy_is_swept_along_its_own_rate_and_widened_at_its_own_edge(tab
     losses.update({row: 6.0 for row in added})
     out_dir = write_sweep(tmp_path, losses)
     best = run_tables(tables, 'best', out_dir).split(',')
-    assert {'shuffle_e30', 'tied_igs4_e300', 'pit_e30', 'tied_untie_e30'} <= set(best)
+    assert {'shuffle_e30', 'tied_igs4_e300', 'pit_e0.3_h30', 'tied_untie_e30'} <= set(best)
     assert len(best) == len(tables.REMEDY_FAMILIES)  # one row a family, plain tied among them
     # run again after its grid gained a row, the sweep trains that row too, and each row once
-    again = run_tables(tables, 'widen', out_dir, ','.join(rows + ['pit_e3', 'shuffle_e30'])).split(',')
-    assert again == list(losses) + ['pit_e3']
+    again = run_tables(tables, 'widen', out_dir, ','.join(rows + ['proj_e3', 'shuffle_e30'])).split(',')
+    assert again == list(losses) + ['proj_e3']
+
+
+def test_pit_is_swept_along_both_its_rates_as_untied_is(tables, tmp_path):
+    # U's rate and S's (the head's); a row without _h (S at the blocks' rate, before S had a rate) is at x1
+    losses = {row: 5.0 for row in tables.PIT_ROWS} | {'pit_e30': 8.6, 'pit_e300': 8.6}
+    losses['pit_e1_h100'] = 4.0  # a corner of the block: three rates of each around it
+    out_dir = write_sweep(tmp_path, losses)
+    _, _, _, families = tables.sweep_cells(out_dir)
+    assert families['pit'][(30, 1.0)] == 8.6 and families['pit'][(1, 100)] == 4.0
+    added = run_tables(tables, 'widen', out_dir).split(',')[len(losses):]
+    assert sorted(added) == sorted(['pit_e0.3_h300', 'pit_e1_h300', 'pit_e3_h30', 'pit_e3_h100', 'pit_e3_h300'])
+    losses.update({row: 6.0 for row in added})
+    assert run_tables(tables, 'best', write_sweep(tmp_path, losses)) == 'pit_h100'  # U at x1, unwritten
 
 
 def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_each_at_its_two_best_rates(
@@ -205,7 +218,8 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
         return write_sweep(folder, losses)
     plain = {row: 5.3 for row in tables.REMEDY_GRIDS['remedies']}
     plain.update({'tied_e100': 5.28, 'tied_e30': 5.29, 'shuffle_e100': 5.10, 'shuffle_e300': 5.12,
-                  'pit_e100': 5.20, 'pit_e30': 5.25, 'proj_e100': 5.22, 'proj_e300': 5.21, 'tied_igs4_e100': 5.24})
+                  'pit_e0.3_h30': 5.20, 'pit_e1_h30': 5.25, 'proj_e100': 5.22, 'proj_e300': 5.21,
+                  'tied_igs4_e100': 5.24})
     scaled = {row: 5.4 for row in tables.REMEDY_GRIDS['remedies_emb_scale']}
     scaled.update({'tied_e10': 5.15, 'tied_e3': 5.16, 'untied_e300_h10': 4.95, 'untied_e1000_h10': 4.97})
     untied = {row: 5.0 for row in tables.REMEDY_GRIDS['remedies_untied']}
@@ -216,7 +230,8 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
         losses.update({row: 6.0 for row in run_tables(tables, 'widen', folder).split(',')[len(losses):]})
         write_sweep(tmp_path / os.path.basename(folder), losses)
     lines = run_tables(tables, 'remedy_top', '3', '2', *dirs).split('\n')
-    assert lines[0].split(',') == ['tied_e100', 'tied_e30', 'shuffle_e100', 'shuffle_e300', 'pit_e100', 'pit_e30']
+    assert lines[0].split(',') == ['tied_e100', 'tied_e30', 'shuffle_e100', 'shuffle_e300', 'pit_e0.3_h30',
+                                   'pit_e1_h30']
     assert lines[1].split(',') == ['untied_e300_h10', 'untied_e1000_h10', 'tied_e10', 'tied_e3']  # sqrt(d) tied
     assert (lines + [''])[2] == ''  # untied without sqrt(d) lost to untied with it: nothing of it goes on
     # the fresh seeds take each family's better cell of the select stage, which holds only the cells picked

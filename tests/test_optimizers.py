@@ -50,8 +50,7 @@ def test_muon_holds_exactly_the_block_matrices_and_adamw_the_rest_once(tie_mode)
     table = model.token_embedding_table.weight
     assert sum(p is table for p in in_adamw) == 1 and not any(p is table for p in in_muon)
     (embed,) = [group for group in optimizer.adamw.param_groups if group['role'] == 'embed']
-    s_of_pit = [model.pit.lower, model.pit.log_diag] if model.pit is not None else []  # S goes at U's rate
-    assert list(map(id, embed['params'])) == list(map(id, [table, *s_of_pit]))
+    assert embed['params'] == [table]
 
 
 def test_adamw_alone_is_one_optimizer_with_every_parameter_once_and_no_muon():
@@ -292,10 +291,11 @@ def test_a_head_rate_for_a_tied_matrix_is_refused_and_allowed_once_it_unties(tin
                                                                             tie_mode='tied', head_lr=1e-3)),
                                 '--head_lr', 'use --embed_lr')
     assert 'one matrix' in err and not os.path.exists(tmp_path / 'a')
-    for tie_mode in ('small_init', 'shuffle', 'pit'):
+    for tie_mode in ('small_init', 'shuffle', 'proj'):
         with pytest.raises(UserError, match='one matrix has one rate'):
             optimizers.check_head_lr(dict(head_lr=1e-3, tie_mode=tie_mode, untie_at=None))
     optimizers.check_head_lr(dict(head_lr=1e-3, tie_mode='tied', untie_at=0.5))  # the head after the untie
+    optimizers.check_head_lr(dict(head_lr=1e-3, tie_mode='pit', untie_at=None))  # pit's S, the head's transform
     assert optimizers.peak_rates(config('--embed_lr=4e-3', '--untie_at=0.5'))['head'] == 4e-3  # goes on at its rate
 
 
@@ -331,10 +331,10 @@ def test_rate_rows_parse_plan_their_rates_and_are_labelled():
                 'tied_untied', 'untied_h0.3e'):
         assert ablation_grid.parse_row(bad) is None, bad
     assert ablation_grid.row_label('untied_e10_h0.3', 2 / 3) == 'untied, embed lr ×10, head lr ×0.3'
-    cfg = ablate.parse_args(['--modes=untied,untied_e10_h0.3,tied_e3,tied_untie_e3', '--learning_rate=2e-3',
-                             '--head_lr=1e-3'])
+    cfg = ablate.parse_args(['--modes=untied,untied_e10_h0.3,tied_e3,tied_untie_e3,pit_e0.3_h30',
+                             '--learning_rate=2e-3', '--head_lr=1e-3'])
     rates = {mode: (run_cfg['embed_lr'], run_cfg['head_lr']) for mode, _, run_cfg in ablate.plan_runs(cfg)}
     assert rates == {'untied': (None, 1e-3), 'untied_e10_h0.3': (2e-2, 6e-4), 'tied_e3': (6e-3, None),
-                     'tied_untie_e3': (6e-3, 1e-3)}
+                     'tied_untie_e3': (6e-3, 1e-3), 'pit_e0.3_h30': (6e-4, 6e-2)}
     with pytest.raises(UserError, match='tied_h0.3, a head rate'):
         ablate.parse_args(['--modes=tied,tied_h0.3'])
