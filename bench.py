@@ -25,7 +25,7 @@ import platform
 import statistics
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 import torch
 
@@ -69,11 +69,8 @@ def reset_peak_memory(device):
     if device.startswith('cuda'):
         torch.cuda.reset_peak_memory_stats(device)
         return
-    try:  # Linux: writing 5 to clear_refs resets VmHWM, the peak RSS
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')
-    except OSError:
-        pass
+    with suppress(OSError), open('/proc/self/clear_refs', 'w') as f:  # Linux: writing 5 resets VmHWM, the peak RSS
+        f.write('5')
 
 
 def peak_flops(device, dtype):
@@ -157,11 +154,8 @@ def machine_description(device):
     if device.startswith('cuda'):
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
     cpu = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
+    with suppress(OSError, StopIteration), open('/proc/cpuinfo') as f:
+        cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
     return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
@@ -246,15 +240,14 @@ def run_bench(cfg):
                 if label(row_cfg) != label(cfg):
                     settings.append((label(row_cfg), row_cfg, None))
         settings += [(f"{mode}", dict(cfg, tie_mode=mode), None) for mode in modes if mode != cfg['tie_mode']]
-        # the other optimizer: Muon for the blocks' matrices (its Newton-Schulz iterations), or AdamW alone
-        other = 'adamw' if cfg['optimizer'] == 'muon' else 'muon'
-        settings.append((label(dict(cfg, optimizer=other)), dict(cfg, optimizer=other), None))
-        # train.py's logged step: the same step with the probe of where the shared gradient comes from
-        settings.append((label(dict(cfg, grad_probe=not cfg['grad_probe'])), dict(cfg, grad_probe=not cfg['grad_probe']),
-                         None))
-        # the head's matmul padded to a multiple of 64 rows, or not: --pad_vocab's default per device comes from this row
-        other_pad = dict(cfg, pad_vocab='false' if pick_pad_vocab(cfg['pad_vocab'], device) > 1 else 'true')
-        settings.append((label(other_pad), other_pad, None))
+        others = (
+            # the other optimizer: Muon for the blocks' matrices (its Newton-Schulz iterations), or AdamW alone
+            dict(cfg, optimizer='adamw' if cfg['optimizer'] == 'muon' else 'muon'),
+            # train.py's logged step: the same step with the probe of where the shared gradient comes from
+            dict(cfg, grad_probe=not cfg['grad_probe']),
+            # the head's matmul padded to a multiple of 64 rows, or not: this row's timings chose --pad_vocab's defaults
+            dict(cfg, pad_vocab='false' if pick_pad_vocab(cfg['pad_vocab'], device) > 1 else 'true'))
+        settings += [(label(row_cfg), row_cfg, None) for row_cfg in others]
 
     for _, row_cfg, _ in settings:  # a shape that cannot fit at all stops here, before any row is built
         check_memory(make_model_config(row_cfg), row_cfg, device, pick_dtype(row_cfg['dtype'], device))

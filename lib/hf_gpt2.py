@@ -157,8 +157,6 @@ def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
     hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
     args = model_args(hf.config.to_dict(), name_or_path)
     tie_mode = tie_mode or args['tie_mode']
-    if tie_mode not in ('tied', 'untied'):
-        raise UserError(f"tie_mode={tie_mode!r}: a pretrained GPT-2 starts tied or untied")
     if tie_mode == 'tied' and args['tie_mode'] == 'untied':
         raise UserError(f"{name_or_path} has its own head (tie_word_embeddings false): tying it to the "
                         f"embedding would throw the trained head away; use tie_mode='untied'")

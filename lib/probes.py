@@ -69,13 +69,11 @@ class GradSources:
 
     def __enter__(self):
         self.input_part, self.whole, self.grad_scale = None, {}, 1.0
-        model = self.model
-        if model.is_tied:
+        self._handles.append(self.table.weight.register_hook(self._keeper('table')))
+        if self.model.is_tied:
             self._handles.append(self.table.register_forward_hook(self._on_lookup))
-            self._handles.append(self.table.weight.register_hook(self._keeper('table')))
         else:
-            self._handles += [self.table.weight.register_hook(self._keeper('table')),
-                              model.lm_head.weight.register_hook(self._keeper('head'))]
+            self._handles.append(self.model.lm_head.weight.register_hook(self._keeper('head')))
         return self
 
     def __exit__(self, *exc):
