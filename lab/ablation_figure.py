@@ -23,11 +23,12 @@ def pyplot():
 
 
 def save(plt, fig, path):
-    """Write fig as a PNG at path whole (a temporary file, then a rename), and free it."""
+    """Write fig as a PNG at path whole (a temporary file, then a rename) and free it; True: the plot is drawn."""
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=90, format='png')
     plt.close(fig)
+    return True
 
 
 def smooth_log(values, factor=1.15):
@@ -159,8 +160,7 @@ def plot(path, curves, info):
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
                  f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
                  f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)
 
 
 def plot_gradient_sources(path, curves, info):
@@ -190,8 +190,7 @@ def plot_gradient_sources(path, curves, info):
                  f"{100 * EARLY_FRACTION:g} %", fontsize=9)
     ax.grid(True, which='both', alpha=0.25)
     ax.legend(fontsize=8, ncol=2)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)
 
 
 def rate_cells(info, key='val_loss_all'):
@@ -259,8 +258,7 @@ def plot_rate_sweep(path, info, key='val_loss_all'):
     optimizer = 'Muon + AdamW' if info['config'].get('optimizer') == 'muon' else 'AdamW'
     right.set_title(f"tied vs untied ({optimizer}, learning_rate {info['config']['learning_rate']:g}, "
                     f"{info['max_iters']} iterations)", fontsize=9)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)
 
 
 def plot_tuned_lens(path, info):
@@ -284,5 +282,4 @@ def plot_tuned_lens(path, info):
                  f"seed(s), range shaded", fontsize=9)
     ax.grid(True, alpha=0.25)
     ax.legend(fontsize=7, ncol=2)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)

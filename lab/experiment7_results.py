@@ -353,8 +353,7 @@ def plot_horizon(path=HORIZON_FIGURE):
         ax.set_xlabel('training tokens seen')
         ax.legend(fontsize=7)
     right.set_title("tying's cost along one epoch (Muon, 3 seeds, 95 % intervals)", fontsize=10)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)
 
 
 def fit(points):
@@ -495,8 +494,7 @@ def plot_costs(path=FIGURE):
     right.set_ylabel('best rate, multiple of learning_rate (1e-3)')
     right.set_title('the sweeps\' best rates (one seed, half length)', fontsize=10)
     right.legend(fontsize=7)
-    save(plt, fig, path)
-    return True
+    return save(plt, fig, path)
 
 
 def main(figures=False):

@@ -27,15 +27,13 @@ EVAL_SHARE = 0.02                   # evaluations and the whole-split scoring: a
 def plan(gpus=None, tokens_per_s=H100_TOKENS_S, corpus_tokens=OPENWEBTEXT_TOKENS):
     import torch
     import ablate
-    import model
-    from lab.ablation_grid import model_config
+    from lab.experiment7_tables import build
     from lib.memory import format_bytes, memory_floor
     from lib.throughput import flops_per_token
     cfg = ablate.parse_args([CONFIG])
     runs = len(cfg['modes'].split(',')) * cfg['seeds']
     tokens = cfg['max_iters'] * cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
-    with torch.device('meta'):
-        gpt = model.GPT(model_config(dict(cfg, tie_mode='tied'), 50257))
+    gpt = build(cfg, 'tied', 50257)
     run_hours = tokens / tokens_per_s * (1 + EVAL_SHARE) / 3600
     here = torch.cuda.device_count() if gpus is None else gpus
     lines = [f"{runs} runs ({cfg['modes']}, {cfg['seeds']} seeds), {tokens:,} tokens each "
