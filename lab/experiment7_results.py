@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, 'docs')
 sys.path.insert(0, ROOT)
 
+from lab import experiment7_remedies as remedies  # noqa: E402
 from lab import experiment7_tables as plan  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_grid import parse_row  # noqa: E402
@@ -506,6 +507,7 @@ def main(figures=False):
                 ("### The follow-up's control of AdamW's cost at w160 (one seed, full length)", control_table()),
                 ("### The control's five paired seeds", pair_table()),
                 ("### The input side at its own rate (one seed)", remedies_table()),
+                ("### Each remedy at its own rate (one seed, half length)", remedies.sweep_table(RESULTS)),
                 ("### Depth apart from width: w160 at 4 layers (AdamW, five seeds)", shallow_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),

@@ -615,3 +615,19 @@ def test_the_shallow_control_sits_between_the_ladders_adamw_ends(results, tmp_pa
     for row, cost in ((rows[1], 0.02), (rows[2], 0.40)):
         assert row.endswith(f'| **+{cost:.3f} [+{cost:.3f}, +{cost:.3f}]** (Welch [{cost - half:+.3f}, '
                             f'{cost + half:+.3f}]) |'), row
+
+
+def test_the_committed_remedy_sweeps_hold_the_setting_their_table_states():
+    """The remedy table's losses are one seed, half length, AdamW at w160 x 20 with the control's warmup (50 of
+    100) and coupled decay, sqrt(d) input scaling in the second sweep alone: a sweep trained otherwise and committed
+    in their place would change what the table's numbers mean."""
+    from lab import experiment7_remedies as remedies
+    for name, scaled in zip(remedies.SWEEPS, (False, True, False)):
+        with open(os.path.join(ROOT, 'docs', 'results', name, 'summary.json'), encoding='utf-8') as f:
+            info = json.load(f)
+        cfg = info['config']
+        setting = {key: cfg[key] for key in ('optimizer', 'n_embd', 'n_layer', 'max_iters', 'warmup_iters',
+                                             'ends_decay', 'emb_scale', 'learning_rate')}
+        assert setting == dict(optimizer='adamw', n_embd=160, n_layer=20, max_iters=100, warmup_iters=50,
+                               ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
+        assert info['seeds'] == [1337] and info['floor']['iters'] == 100, name
