@@ -8,13 +8,17 @@ lab/experiment7_results.py prints these tables with the experiment's others; a s
 
 import json
 import os
+import re
 
 from lab import experiment7_tables as plan
+from lab.summary_tables import cell, diff, read_summary, seeds
 
 # The three sweeps' summaries under docs/results/ (out-exp7-X there is experiment7-X), and what each adds to a row
 SWEEPS = ('experiment7-rsweep-adamw-w160-coupled', 'experiment7-rsweep-adamw-w160-coupled-emb_scale',
           'experiment7-rsweep-adamw-w160-coupled-untied')
 SCALED = ('', ', √d input scaling', '')
+SELECT = tuple(name.replace('-rsweep-', '-rselect-') for name in SWEEPS)  # three seeds at full length, 1337 on
+FRESH = tuple(name.replace('-rsweep-', '-rfresh-') for name in SWEEPS)    # five fresh seeds, 1342 on
 
 
 def rates(key):
@@ -40,3 +44,30 @@ def sweep_table(results):
         floor = json.load(f)['floor']
     return lines + ['', f"The bigram floor on the same validation split: {floor['bigram_whole']:.3f} fitted to the "
                         f"whole training split, {floor['bigram_run']:.3f} to one run's {floor['run_tokens']:,} tokens."]
+
+
+def family(row):
+    """A row's family: its name without its rates (_eX, _hY)."""
+    return re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', row)
+
+
+def selection_table(results):
+    """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds, its
+    pick (the lower mean), and that pick on five fresh seeds that played no part in choosing, minus untied's pick
+    and plain tied's on the same seeds (paired: a seed gives every run its data order and evaluation batches).
+    Nothing until every sweep that the select stage trained has its fresh seeds committed too."""
+    picked, fresh = ([read_summary(name, results, missing_ok=True) for name in names] for names in (SELECT, FRESH))
+    if not any(picked) or any(p is not None and f is None for p, f in zip(picked, fresh)):
+        return []
+    rows = [(k, row) for k, info in enumerate(fresh) if info for row in info['modes']]
+    untied = next((fresh[k], row) for k, row in rows if family(row) == 'untied')
+    tied = next((fresh[k], row) for k, row in rows if family(row) == 'tied' and k == 0)
+    lines = ['| family | its two cells, three seeds, full length | five fresh seeds | − untied\'s pick | '
+             '− plain tied\'s pick |', '|---|---|---:|---:|---:|']
+    for k, row in sorted(rows, key=lambda kr: sum(seeds(fresh[kr[0]], kr[1])) / len(seeds(fresh[kr[0]], kr[1]))):
+        cells = sorted((r for r in picked[k]['modes'] if family(r) == family(row)),
+                       key=lambda r: sum(seeds(picked[k], r)))
+        tried = '; '.join(f"{r}{' (the pick)' if r == row else ''} {cell(picked[k], r)}" for r in cells)
+        against = [diff((fresh[k], row), other) if (fresh[k], row) != other else '–' for other in (untied, tied)]
+        lines.append(f"| `{family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
+    return lines

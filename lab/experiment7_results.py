@@ -508,6 +508,7 @@ def main(figures=False):
                 ("### The control's five paired seeds", pair_table()),
                 ("### The input side at its own rate (one seed)", remedies_table()),
                 ("### Each remedy at its own rate (one seed, half length)", remedies.sweep_table(RESULTS)),
+                ("### The remedies' picks on fresh seeds (full length)", remedies.selection_table(RESULTS)),
                 ("### Depth apart from width: w160 at 4 layers (AdamW, five seeds)", shallow_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),

@@ -631,3 +631,30 @@ def test_the_committed_remedy_sweeps_hold_the_setting_their_table_states():
         assert setting == dict(optimizer='adamw', n_embd=160, n_layer=20, max_iters=100, warmup_iters=50,
                                ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
         assert info['seeds'] == [1337] and info['floor']['iters'] == 100, name
+
+
+def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_sweeps(tmp_path):
+    """Made-up select and fresh summaries in the three sweeps' folders: the pick is each family's lower mean on the
+    three seeds, and its fresh seeds are paired with untied's and plain tied's, which lie in other folders."""
+    from lab import experiment7_remedies as remedies
+
+    def commit(name, rows, seeds):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
+            row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
+    three, five = [1337, 1338, 1339], [1342, 1343, 1344, 1345, 1346]
+    plain, scaled, untied = remedies.SELECT
+    commit(plain, dict(tied_e30=[5.6] * 3, tied_e100=[5.7] * 3, proj_e300=[5.4] * 3, proj_e100=[5.35] * 3), three)
+    commit(untied, dict(untied_e300_h10=[5.2] * 3, untied_e1000_h10=[5.25] * 3), three)
+    assert remedies.selection_table(str(tmp_path)) == []  # no fresh seeds yet
+    noise = [0.0, 0.05, -0.04, 0.06, -0.05]
+    commit(remedies.FRESH[0], dict(tied_e30=[5.6 + e for e in noise], proj_e100=[5.3 + e for e in noise]), five)
+    assert remedies.selection_table(str(tmp_path)) == []  # untied's fresh seeds not yet committed
+    commit(remedies.FRESH[2], dict(untied_e300_h10=[5.2 + e for e in noise]), five)
+    lines = remedies.selection_table(str(tmp_path))[2:]
+    assert [line.split(' | ')[0] for line in lines] == ['| `untied`', '| `proj`', '| `tied`']  # best first
+    proj = lines[1].split(' | ')
+    assert proj[1] == 'proj_e100 (the pick) 5.350 ± 0.000; proj_e300 5.400 ± 0.000'
+    assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
+    # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
+    assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
