@@ -6,11 +6,13 @@ remedies to three seeds at full length and each one's better cell to five fresh 
 lab/experiment7_results.py prints these tables with the experiment's others; a stage not committed yet has none.
 """
 
+import csv
 import json
 import os
 import re
 
 from lab import experiment7_tables as plan
+from lab.ablation_report import fmt_paired, mean_std, paired_interval
 from lab.summary_tables import cell, diff, read_summary, seeds
 
 # The three sweeps' summaries under docs/results/ (out-exp7-X there is experiment7-X), and what each adds to a row
@@ -19,6 +21,7 @@ SWEEPS = ('experiment7-rsweep-adamw-w160-coupled', 'experiment7-rsweep-adamw-w16
 SCALED = ('', ', √d input scaling', '')
 SELECT = tuple(name.replace('-rsweep-', '-rselect-') for name in SWEEPS)  # three seeds at full length, 1337 on
 FRESH = tuple(name.replace('-rsweep-', '-rfresh-') for name in SWEEPS)    # five fresh seeds, 1342 on
+HORIZON = tuple(name.replace('-rsweep-', '-rhorizon-') for name in SWEEPS)  # one epoch, three seeds, 1337 on
 
 
 def rates(key):
@@ -70,4 +73,49 @@ def selection_table(results):
         tried = '; '.join(f"{r}{' (the pick)' if r == row else ''} {cell(picked[k], r)}" for r in cells)
         against = [diff((fresh[k], row), other) if (fresh[k], row) != other else '–' for other in (untied, tied)]
         lines.append(f"| `{family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
+    return lines
+
+
+def horizon_curves(results):
+    """(summary of untied's run, {label: {iteration: per-seed losses}}) of the horizon under AdamW
+    (config/experiment7.sh remedy_horizon): untied's pick first, then plain tied's and the best remedy's, from each
+    folder's curves.csv, iteration 0 left out; None until untied's and another's are committed."""
+    found, curves = {}, {}
+    for k, name in enumerate(HORIZON):
+        info, path = read_summary(name, results, missing_ok=True), os.path.join(results, name, 'curves.csv')
+        if info is None or not os.path.exists(path):
+            continue
+        with open(path, encoding='utf-8') as f:
+            loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
+        for row in info['modes']:
+            found.setdefault(family(row), info)
+            curves[f"`{family(row)}`{SCALED[k]} ({rates_of(row)})"] = {
+                i: [loss.get((row, seed, i)) for seed in info['seeds']] for i in sorted({i for _, _, i in loss}) if i}
+    untied = next((label for label in curves if label.startswith('`untied`')), None)
+    if untied is None or len(curves) < 2:
+        return None
+    return found['untied'], {untied: curves.pop(untied)} | curves
+
+
+def rates_of(row):
+    """A row's rates as text: ×table, and ×head where it has one; a rate not written is x1."""
+    return rates(tuple(float(m.group(1)) for m in re.finditer(r'_[eh]([0-9.e+-]+)(?=_|$)', row)) or 1.0)
+
+
+def horizon_table(results, params):
+    """The horizon's points on 50 fixed validation batches: each mode's mean, and tied's and the remedy's cost
+    against untied paired by seed; params, untied's parameter count, gives the tokens each parameter has seen."""
+    found = horizon_curves(results)
+    if found is None:
+        return []
+    info, curves = found
+    (untied, base), others = next(iter(curves.items())), list(curves.items())[1:]
+    batch = info['config']['batch_size'] * info['config']['block_size']
+    lines = ['| iteration | tokens a parameter | ' + ' | '.join(curves) + ' | ' +
+             ' | '.join(f'{label} − untied' for label, _ in others) + ' |', '|---:' * (2 + len(curves) + len(others))
+             + '|']
+    for i, losses in base.items():
+        means = [f"{mean_std(curve[i])[0]:.3f}" for curve in curves.values()]
+        costs = [fmt_paired(paired_interval(curve[i], losses)) for _, curve in others]
+        lines.append(f"| {i} | {i * batch / params:.3f} | " + ' | '.join(means + costs) + ' |')
     return lines

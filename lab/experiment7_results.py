@@ -332,8 +332,8 @@ def horizon_table():
 def plot_horizon(path=HORIZON_FIGURE):
     """Left: each size's validation loss along one epoch, both modes (mean over seeds), beside the bigram floor.
     Right: tying's cost against tokens seen, one line per size, the paired 95 % interval shaded."""
-    plt, found = pyplot(), horizon_runs()
-    if plt is None or not found:
+    plt, found, adamw = pyplot(), horizon_runs(), remedies.horizon_curves(RESULTS)
+    if plt is None or not (found or adamw):
         return False
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     for (size, (info, curve)), colour in zip(found.items(), ('tab:blue', 'tab:orange', 'tab:green', 'tab:red')):
@@ -346,6 +346,15 @@ def plot_horizon(path=HORIZON_FIGURE):
         right.plot(tokens, cost, 'o-', color=colour, label=size)
         if None not in lows:
             right.fill_between(tokens, lows, highs, color=colour, alpha=0.2)
+    if adamw:  # under AdamW at w160 (lab/experiment7_remedies.py): tied's and the best remedy's cost, dashed
+        info, curves = adamw
+        (_, untied), others = next(iter(curves.items())), list(curves.items())[1:]
+        tokens = [i * info['config']['batch_size'] * info['config']['block_size'] for i in untied]
+        for (label, curve), colour in zip(others, ('black', 'tab:purple')):
+            cost, lows, highs = map(list, zip(*(paired_interval(curve[i], untied[i]) for i in untied)))
+            right.plot(tokens, cost, 's--', color=colour, label=f"w160 AdamW {label.replace('`', '')}")
+            if None not in lows:
+                right.fill_between(tokens, lows, highs, color=colour, alpha=0.1)
     left.axhline(FLOOR['bigram_whole'], color='grey', lw=0.8, ls=':', label='Kneser-Ney bigram floor')
     right.axhline(0, color='grey', lw=0.8)
     left.set_ylabel('validation loss, 50 fixed batches (nats)')
@@ -353,7 +362,8 @@ def plot_horizon(path=HORIZON_FIGURE):
     for ax in (left, right):
         ax.set_xlabel('training tokens seen')
         ax.legend(fontsize=7)
-    right.set_title("tying's cost along one epoch (Muon, 3 seeds, 95 % intervals)", fontsize=10)
+    right.set_title(f"tying's cost along one epoch ({'AdamW dashed, ' if adamw else 'Muon, '}3 seeds, 95 % intervals)",
+                    fontsize=10)
     return save(plt, fig, path)
 
 
@@ -512,6 +522,8 @@ def main(figures=False):
                 ("### Depth apart from width: w160 at 4 layers (AdamW, five seeds)", shallow_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),
+                ("### The horizon under AdamW: one epoch at w160 (three seeds)",
+                 remedies.horizon_table(RESULTS, plan.counts(plan.resolve('w160'))['untied'])),
                 ('### The trend carried to GPT-2 small', prediction())]
     print_sections(sections)  # a stage not run yet has no table
     if figures:

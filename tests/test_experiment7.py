@@ -658,3 +658,31 @@ def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_swee
     assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
     # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
     assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
+
+
+def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_point(results, tmp_path):
+    """Made-up curves.csv files in the untied and plain horizon folders: each point's mean per mode, and each cost
+    against untied paired by seed (the seeds give every run the same batches); nothing until untied's is there."""
+    from lab import experiment7_remedies as remedies
+
+    def commit(name, curves):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
+            seeds=[1337, 1338, 1339], config=dict(batch_size=16, block_size=64),
+            modes={row: {} for row in curves})))
+        (tmp_path / name / 'curves.csv').write_text('mode,seed,iter,val_loss\n' + ''.join(
+            f'{row},{seed},{i},{loss}\n' for row, points in curves.items() for i, losses in points.items()
+            for seed, loss in zip((1337, 1338, 1339), losses)))
+    plain, _, untied = remedies.HORIZON
+    commit(plain, dict(tied_e30={0: [9.9] * 3, 172: [5.5, 5.6, 5.7], 344: [5.0, 5.1, 5.2]},
+                       proj_e300={0: [9.9] * 3, 172: [5.3, 5.4, 5.5], 344: [4.9, 5.0, 5.1]}))
+    assert remedies.horizon_table(str(tmp_path), 1_000_000) == []  # untied's not committed yet
+    commit(untied, dict(untied_e300_h10={0: [9.9] * 3, 172: [5.2, 5.3, 5.4], 344: [4.8, 4.9, 5.0]}))
+    header, _, *rows = remedies.horizon_table(str(tmp_path), 1_000_000)
+    assert header.split(' | ')[2:5] == ['`untied` (×300, ×10)', '`tied` (×30)', '`proj` (×300)']
+    assert [row.split(' | ')[:2] for row in rows] == [['| 172', '0.176'], ['| 344', '0.352']]  # 0 left out
+    assert rows[0].split(' | ')[2:5] == ['5.300', '5.600', '5.400']
+    assert rows[1].split(' | ')[5:] == ['**+0.200 [+0.200, +0.200]**', '**+0.100 [+0.100, +0.100]** |']
+    # and on the horizon figure, beside Muon's (none committed here): tied's and proj's cost, dashed
+    figure = tmp_path / 'horizon.png'
+    assert results.plot_horizon(str(figure)) and figure.stat().st_size > 0
