@@ -93,6 +93,7 @@ from lab.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, u
 from lib.progress import say
 from lib.device import pick_device, pick_dtype
 from lib.prepared_data import load_meta
+from lib.training_run import Diverged
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
@@ -284,11 +285,19 @@ def train_run(payload, progress):
           f"{f'from its checkpoint of iteration {state}' if state else 'from scratch'}, on {device} in "
           f"{pick_dtype(run_cfg['dtype'], device, warn=False)} with {torch.get_num_threads()} torch thread(s), "
           f"{time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
-    summary = train.train(run_cfg, progress=progress)  # the grid's bar replaces train.py's own printing
+    diverged = None
+    try:
+        summary = train.train(run_cfg, progress=progress)  # the grid's bar replaces train.py's own printing
+    except Diverged as e:  # a rate too high for its row: a sweep's result, its worst cell, not a failed run
+        diverged, summary = dict(iteration=e.iteration, error=str(e)), dict(iters=e.iteration, params=None)
     result = dict(mode=mode, seed=seed, config=wanted, resumed=bool(state), pid=os.getpid(),
-                  threads=torch.get_num_threads(),
+                  threads=torch.get_num_threads(), diverged=diverged,
                   summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
     atomic_write_bytes(os.path.join(run_cfg['out_dir'], 'result.json'), (json.dumps(result, indent=1) + '\n').encode())
+    if diverged:
+        line = f"{mode} seed {seed}: diverged, kept as the run's result: {diverged['error']}"
+        print(line, flush=True)
+        return dict(status='resumed' if state else 'trained', line=line)
     # The summary scores every run's ckpt.pt and best.pt on the whole validation split, two float32 forward
     # passes over it: 5.2 s a run of the default model on one thread of a 2-core EPYC, 4 minutes for a 50-run
     # grid if the summary made them one after another. Made here, they run side by side like the training,

@@ -123,8 +123,10 @@ def plot(path, curves, info):
                            linewidth=0.8, linestyle=line_style(mode), label=info['labels'][mode])
         starts[mode] = smoothed[0]
         lows.append(min(smoothed + val[0]))
-        ends[mode] = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
-                     [v for i, v in zip(val_iters, val[0]) if i >= max_iters // 2]
+        end = [v for i, v in zip(iters, smoothed) if i >= max_iters // 2] + \
+              [v for i, v in zip(val_iters, val[0]) if i >= max_iters // 2]
+        if end:  # none where the run diverged in the first half
+            ends[mode] = end
     # Left: the whole run on a log axis, so the first hundred steps are visible. The top is set by the
     # typical start, so one mode starting far above the others does not squash the rest.
     low = min(lows)
@@ -141,6 +143,7 @@ def plot(path, curves, info):
     # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
     # the typical spread (more than that spread again above the median top) is left off scale and named.
     ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)
+    ends = ends or {'': [low]}  # every run diverged in the first half
     lo_end = min(min(v) for v in ends.values())
     typical = statistics.median(max(v) for v in ends.values())
     hi_end = max(max(v) for v in ends.values() if min(v) <= typical + max(typical - lo_end, 0.05))
@@ -193,13 +196,19 @@ def plot_gradient_sources(path, curves, info):
     return save(plt, fig, path)
 
 
+def row_loss(cells, key='val_loss_all'):
+    """A row's mean loss over its seeds; inf where a seed diverged (its rate too high: a sweep's worst cell)."""
+    diverged = any(at is not None for at in cells.get('diverged_at', {}).get('per_seed', []))
+    return math.inf if diverged else cells.get(key, {}).get('mean')
+
+
 def rate_cells(info, key='val_loss_all'):
     """Experiment 6's sweep read from an ablation's rows: ({(embed x, head x): loss} of untied rows, {embed x: loss}
     of tied rows), the rates as multiples of learning_rate (a row without _eX/_hY at 1), mean over seeds."""
     from lab.ablation_grid import parse_row
     untied, tied = {}, {}
     for mode, cells in info['modes'].items():
-        row, loss = parse_row(mode), cells.get(key, {}).get('mean')
+        row, loss = parse_row(mode), row_loss(cells, key)
         if loss is None or row.unties or row.input_grad_scale is not None:
             continue
         embed, head = row.embed_mult or 1.0, row.head_mult or 1.0

@@ -19,7 +19,7 @@ from lab.grid_runner import LOG_FILE
 from lab.floor import floor_lines
 from lab.run_results import (ALIGNMENT_COLUMNS, BEST_BUCKET_COLUMNS, BEST_BUCKET_TOKENS, BUCKET_COLUMNS, BUCKET_TOKENS,
                              EARLY_FRACTION, FRACTIONS, GRAD_SPIKE_FACTOR, LOSS_SPIKE_SIGMAS, MAX_BUCKET_TARGETS, SPIKE_MIN_HISTORY, SPIKE_WINDOW, WINDOW, BucketData,
-                             alignment_numbers, bucket_numbers, lens_keys, lens_numbers, lensed_rows, number, read_metrics, read_result,
+                             checkpoint_numbers, lens_keys, lens_numbers, lensed_rows, number, read_metrics, read_result,
                              run_numbers)
 
 
@@ -230,11 +230,11 @@ def summarize(cfg, runs, vocab_size, argv):
         csv_rows += [dict({k: r.get(k, '') for k in CSV_FIELDS}, mode=mode, seed=seed) for r in raw]
         # r.get: a metrics.csv older than a column has no such key, and its cells count as empty.
         rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
-        numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size)
-        numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg))
-        numbers.update(bucket_numbers(run_cfg['out_dir'], data, cfg, best=True))
+        numbers = run_numbers(rows, result, run_cfg['tie_mode'], cfg, vocab_size) if rows else dict(
+            dict.fromkeys(key for key, _, _ in COLUMNS), probed=False)  # rows: none where step 0 diverged
+        numbers.update(checkpoint_numbers(run_cfg['out_dir'], data, cfg, result.get('diverged'),
+                                          None if mode == 'untied' else untied_dirs.get(seed)))
         numbers['eval_seed'] = recorded_eval_seed(result['config'])
-        numbers.update(alignment_numbers(run_cfg['out_dir'], None if mode == 'untied' else untied_dirs.get(seed)))
         lens_rows = cfg.get('tuned_lens', '').split(',')
         numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in lens_rows
                        else dict.fromkeys(lens_keys(cfg['n_layer'])))
@@ -244,7 +244,7 @@ def summarize(cfg, runs, vocab_size, argv):
     for mode, seed_numbers in per_mode.items():
         table[mode] = {}
         for key in ([key for key, _, _ in COLUMNS + BUCKET_COLUMNS + BEST_BUCKET_COLUMNS + ALIGNMENT_COLUMNS]
-                    + BUCKET_TOKENS + BEST_BUCKET_TOKENS + lens_keys(cfg['n_layer'])):
+                    + BUCKET_TOKENS + BEST_BUCKET_TOKENS + lens_keys(cfg['n_layer']) + ['diverged_at']):
             mean, std = mean_std([n[key] for n in seed_numbers])
             table[mode][key] = dict(mean=mean, std=std, per_seed=[n[key] for n in seed_numbers])
         # The mean and std are over the seeds that unlearned it; how many did, of those measured, is kept
@@ -475,6 +475,10 @@ def best_point_lines(info, versus, welch):
                    f"at iteration) are each scored on other tokens.")
               + (f" {info['runs_without_best']} run(s) have no best.pt (made before it was kept, or never "
                  f"better than before training, iteration 0): '–' in the best-point table." if info['runs_without_best'] else "")]
+    diverged = [f"{mode} seed {seed} at iteration {at}" for mode, cells in info['modes'].items()
+                for seed, at in zip(info['seeds'], cells.get('diverged_at', {}).get('per_seed', [])) if at is not None]
+    if diverged:
+        lines += ['', f"Diverged (a non-finite loss stopped the run, so it has no final loss: '–'): {', '.join(diverged)}."]
     return lines
 
 

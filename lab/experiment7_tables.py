@@ -310,10 +310,11 @@ def family_cells(info, key='val_loss_all'):
     """{family: {shared matrix's rate: loss}} for a sweep's rows other than untied and plain tied (rate_cells has
     those): a family is a row's name without its _eX and _hY, e.g. shuffle, tied_igs4, tied_untie; mean over seeds.
     A family with a head rate (pit's S) is keyed (table rate, head rate), as untied is, its rows without one at x1."""
+    from lab.ablation_figure import row_loss
     from lab.ablation_grid import parse_row
     families = {}
     for mode, cells in info['modes'].items():
-        row, loss = parse_row(mode), cells.get(key, {}).get('mean')
+        row, loss = parse_row(mode), row_loss(cells, key)
         name = re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', mode)
         if loss is not None and row.tie_mode != 'untied' and name != 'tied':
             families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss

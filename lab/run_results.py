@@ -148,8 +148,8 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     )
     for f in FRACTIONS:
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
-    numbers['final_val_loss'] = result['summary']['val_loss']
-    numbers['best_val_loss'] = result['summary']['best_val_loss']
+    numbers['final_val_loss'] = result['summary'].get('val_loss')  # none where the run diverged
+    numbers['best_val_loss'] = result['summary'].get('best_val_loss')
     evals = sorted((r for r in rows if r['val_loss'] is not None), key=lambda r: r['iter'])
     # The earliest evaluation with the lowest val_loss: where early stopping would have kept the model.
     numbers['best_val_iter'] = min(evals, key=lambda r: r['val_loss'])['iter'] if evals else None
@@ -170,7 +170,8 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     numbers['final_copy_prob'] = max(probed, key=lambda r: r['iter'])['copy_prob'] if probed else None
     numbers['probed'] = bool(probed)  # tells "never unlearned" (an iteration of None) from "not measured"
     # The median over logged steps: the machine may be shared, and a single window can stall.
-    numbers['tokens_per_sec'] = statistics.median(r['tokens_per_sec'] for r in rows if r['iter'] > 0)
+    speeds = [r['tokens_per_sec'] for r in rows if r['iter'] > 0]  # none where a run diverged at iteration 1
+    numbers['tokens_per_sec'] = statistics.median(speeds) if speeds else None
     return numbers
 
 
@@ -324,6 +325,18 @@ def alignment_numbers(run_dir, untied_dir):
     write_cache(cache, made_from, numbers=numbers)
     return numbers
 
+
+
+def checkpoint_numbers(run_dir, data, cfg, diverged, untied_dir):
+    """What is scored on a run's checkpoints: its final and best loss by bucket, and its alignment with the untied
+    run of its seed. For a run that diverged (ablate.py's result) nothing: its checkpoint, if any, is from before
+    the loss went non-finite; its iteration instead, and no training loss past it."""
+    if not diverged:
+        return dict(bucket_numbers(run_dir, data, cfg), **bucket_numbers(run_dir, data, cfg, best=True),
+                    **alignment_numbers(run_dir, untied_dir), diverged_at=None)
+    empty = [key for key, *_ in BUCKET_COLUMNS + BEST_BUCKET_COLUMNS + ALIGNMENT_COLUMNS] + BUCKET_TOKENS
+    return dict(dict.fromkeys(empty + BEST_BUCKET_TOKENS), diverged_at=diverged['iteration'],
+                **{f'train_loss_{f:g}': None for f in FRACTIONS if f * cfg['max_iters'] > diverged['iteration']})
 
 # Claim 17 (Lopardo et al. 2026): does tying make the early layers contribute less to the prediction? The
 # tuned lens of a run's final checkpoint (lab/tuned_lens.py): per layer (0: the embedding's output, then each

@@ -152,6 +152,14 @@ METRICS_FIELDS = ('iter', 'step_loss', 'train_loss', 'val_loss', 'lr', 'tokens_p
                   'data_fingerprint', 'copy_prob', 'repeat_rate', 'self_margin', 'grad_norm', 'grad_in', 'grad_out')
 
 
+class Diverged(UserError):
+    """A non-finite loss stopped the run at `iteration`: for train.py an error; for ablate.py, in a grid whose rows
+    sweep the rates, a result (that rate was too high for that row)."""
+
+    def __init__(self, message, iteration):
+        super().__init__(message)
+        self.iteration = iteration
+
 class Run:
     """One training run's files and checks (see the module's docstring). Made before the model: every check that
     reads comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume
@@ -338,7 +346,7 @@ class Run:
             with suppress(OSError):  # on a full disk, closing fails too; the error raised already says it
                 self._file.close()
 
-    def non_finite(self, what, value, iter_num):
+    def non_finite(self, what, value, iter_num):  # the Diverged error to raise
         cfg, dtype = self.cfg, self.proc.dtype
         hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
         if cfg['tie_mode'] == 'tied':
@@ -347,8 +355,8 @@ class Run:
             hints.append(f"--dtype=float32 (now {dtype})")
         if cfg['grad_clip'] == 0:
             hints.append("--grad_clip=1.0")
-        return UserError(f"{what} is {value} at iteration {iter_num}; training stopped and {self.kept()}. "
-                         f"Try {' or '.join(hints)}")
+        return Diverged(f"{what} is {value} at iteration {iter_num}; training stopped and {self.kept()}. "
+                        f"Try {' or '.join(hints)}", iter_num)
 
     def interrupted_at(self, iter_num, best_val_loss, fingerprint):
         """Ctrl-C: the checkpoint of where the loop stopped, then the line that says how to go on."""

@@ -3,6 +3,7 @@ resuming an interrupted one exactly, refusing to mix settings, and its command-l
 
 import csv
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -663,3 +664,25 @@ def test_every_committed_summary_renders_again():
         with open(path, encoding='utf-8') as f:
             text = ablation_report.markdown(json.load(f))
         assert '| mode |' in text, path
+
+
+def test_a_run_that_diverges_is_a_result_of_the_grid_not_a_failure(tiny_data, tmp_path, capsys):
+    """A rate sweep's highest rates may drive the loss to NaN: that cell's result is 'diverged at iteration k', kept
+    in result.json (so the run is not trained again), named in the summary, and read by a sweep as its worst cell;
+    the other rows are summarised as ever."""
+    from lab.ablation_figure import row_loss
+    out_dir = str(tmp_path / 'grid')
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000')  # S's rate 100 000 x learning_rate
+    assert sorted(done['trained']) == [('pit_h100000', 1337), ('tied', 1337)]
+    result = json.load(open(os.path.join(out_dir, 'pit_h100000-seed1337', 'result.json')))
+    at = result['diverged']['iteration']
+    assert 'is nan' in result['diverged']['error'] and at < 20
+    info = json.load(open(os.path.join(out_dir, 'summary.json')))
+    assert info['modes']['pit_h100000']['diverged_at']['per_seed'] == [at]
+    assert info['modes']['pit_h100000']['val_loss_all']['mean'] is None
+    assert row_loss(info['modes']['pit_h100000']) == math.inf and row_loss(info['modes']['tied']) < 10
+    assert f"Diverged (a non-finite loss stopped the run, so it has no final loss: '–'): pit_h100000 seed 1337 at " \
+           f"iteration {at}." in open(os.path.join(out_dir, 'summary.md')).read()
+    assert 'diverged, kept as the run' in capsys.readouterr().out
+    again = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000')
+    assert len(again['skipped']) == 2 and not again['trained']

@@ -206,6 +206,13 @@ def test_pit_is_swept_along_both_its_rates_as_untied_is(tables, tmp_path):
     assert sorted(added) == sorted(['pit_e0.3_h300', 'pit_e1_h300', 'pit_e3_h30', 'pit_e3_h100', 'pit_e3_h300'])
     losses.update({row: 6.0 for row in added})
     assert run_tables(tables, 'best', write_sweep(tmp_path, losses)) == 'pit_h100'  # U at x1, unwritten
+    # S at x300 diverged instead (a NaN, so no loss): those are the sweep's worst cells, and the best still inside
+    info = json.loads((tmp_path / 'summary.json').read_text())
+    info['modes'].update({row: dict(val_loss_all=dict(mean=None), diverged_at=dict(per_seed=[16]))
+                          for row in added if row.endswith('_h300')})
+    (tmp_path / 'summary.json').write_text(json.dumps(info))
+    assert tables.sweep_cells(str(tmp_path))[3]['pit'][(3, 300)] == math.inf
+    assert run_tables(tables, 'best', str(tmp_path)) == 'pit_h100'
 
 
 def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_each_at_its_two_best_rates(
