@@ -12,8 +12,9 @@ import os
 import re
 
 from lab import experiment7_tables as plan
+from lab.ablation_figure import row_loss
 from lab.ablation_report import fmt_paired, mean_std, paired_interval
-from lab.summary_tables import cell, diff, read_summary, seeds
+from lab.summary_tables import cell, diff, read_summary
 
 # The three sweeps' summaries under docs/results/ (out-exp7-X there is experiment7-X), and what each adds to a row
 SWEEPS = ('experiment7-rsweep-adamw-w160-coupled', 'experiment7-rsweep-adamw-w160-coupled-emb_scale',
@@ -67,9 +68,9 @@ def selection_table(results):
     tied = next((fresh[k], row) for k, row in rows if family(row) == 'tied' and k == 0)
     lines = ['| family | its two cells, three seeds, full length | five fresh seeds | − untied\'s pick | '
              '− plain tied\'s pick |', '|---|---|---:|---:|---:|']
-    for k, row in sorted(rows, key=lambda kr: sum(seeds(fresh[kr[0]], kr[1])) / len(seeds(fresh[kr[0]], kr[1]))):
+    for k, row in sorted(rows, key=lambda kr: row_loss(fresh[kr[0]]['modes'][kr[1]])):  # a diverged pick last
         cells = sorted((r for r in picked[k]['modes'] if family(r) == family(row)),
-                       key=lambda r: sum(seeds(picked[k], r)))
+                       key=lambda r: row_loss(picked[k]['modes'][r]))
         tried = '; '.join(f"{r}{' (the pick)' if r == row else ''} {cell(picked[k], r)}" for r in cells)
         against = [diff((fresh[k], row), other) if (fresh[k], row) != other else '–' for other in (untied, tied)]
         lines.append(f"| `{family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
