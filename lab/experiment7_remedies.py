@@ -9,10 +9,10 @@ lab/experiment7_results.py prints these tables with the experiment's others; a s
 import csv
 import json
 import os
-import re
 
 from lab import experiment7_tables as plan
 from lab.ablation_figure import row_loss
+from lab.ablation_grid import parse_row
 from lab.ablation_report import fmt_paired, mean_std, paired_interval
 from lab.summary_tables import cell, diff, read_summary
 
@@ -50,11 +50,6 @@ def sweep_table(results):
                         f"whole training split, {floor['bigram_run']:.3f} to one run's {floor['run_tokens']:,} tokens."]
 
 
-def family(row):
-    """A row's family: its name without its rates (_eX, _hY)."""
-    return re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', row)
-
-
 def selection_table(results):
     """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds, its
     pick (the lower mean), and that pick on five fresh seeds that played no part in choosing, minus untied's pick
@@ -64,16 +59,16 @@ def selection_table(results):
     if not any(picked) or any(p is not None and f is None for p, f in zip(picked, fresh)):
         return []
     rows = [(k, row) for k, info in enumerate(fresh) if info for row in info['modes']]
-    untied = next((fresh[k], row) for k, row in rows if family(row) == 'untied')
-    tied = next((fresh[k], row) for k, row in rows if family(row) == 'tied' and k == 0)
+    untied = next((fresh[k], row) for k, row in rows if plan.family(row) == 'untied')
+    tied = next((fresh[k], row) for k, row in rows if plan.family(row) == 'tied' and k == 0)
     lines = ['| family | its two cells, three seeds, full length | five fresh seeds | − untied\'s pick | '
              '− plain tied\'s pick |', '|---|---|---:|---:|---:|']
     for k, row in sorted(rows, key=lambda kr: row_loss(fresh[kr[0]]['modes'][kr[1]])):  # a diverged pick last
-        cells = sorted((r for r in picked[k]['modes'] if family(r) == family(row)),
+        cells = sorted((r for r in picked[k]['modes'] if plan.family(r) == plan.family(row)),
                        key=lambda r: row_loss(picked[k]['modes'][r]))
         tried = '; '.join(f"{r}{' (the pick)' if r == row else ''} {cell(picked[k], r)}" for r in cells)
         against = [diff((fresh[k], row), other) if (fresh[k], row) != other else '–' for other in (untied, tied)]
-        lines.append(f"| `{family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
+        lines.append(f"| `{plan.family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
     return lines
 
 
@@ -89,8 +84,8 @@ def horizon_curves(results):
         with open(path, encoding='utf-8') as f:
             loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
         for row in info['modes']:
-            found.setdefault(family(row), info)
-            curves[f"`{family(row)}`{SCALED[k]} ({rates_of(row)})"] = {
+            found.setdefault(plan.family(row), info)
+            curves[f"`{plan.family(row)}`{SCALED[k]} ({rates_of(row)})"] = {
                 i: [loss.get((row, seed, i)) for seed in info['seeds']] for i in sorted({i for _, _, i in loss}) if i}
     untied = next((label for label in curves if label.startswith('`untied`')), None)
     if untied is None or len(curves) < 2:
@@ -100,7 +95,8 @@ def horizon_curves(results):
 
 def rates_of(row):
     """A row's rates as text: ×table, and ×head where it has one; a rate not written is x1."""
-    return rates(tuple(float(m.group(1)) for m in re.finditer(r'_[eh]([0-9.e+-]+)(?=_|$)', row)) or 1.0)
+    parsed = parse_row(row)
+    return rates((parsed.embed_mult or 1.0, parsed.head_mult) if parsed.head_mult else parsed.embed_mult or 1.0)
 
 
 def horizon_table(results, params):

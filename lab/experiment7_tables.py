@@ -306,6 +306,11 @@ def sweep_cells(out_dir, committed=False):
     return list(info['modes']), *rate_cells(info), family_cells(info)
 
 
+def family(row):
+    """A row's family: its name without its rates (_eX, _hY), e.g. shuffle, tied_igs4, tied_untie."""
+    return re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', row)
+
+
 def family_cells(info, key='val_loss_all'):
     """{family: {shared matrix's rate: loss}} for a sweep's rows other than untied and plain tied (rate_cells has
     those): a family is a row's name without its _eX and _hY, e.g. shuffle, tied_igs4, tied_untie; mean over seeds.
@@ -315,7 +320,7 @@ def family_cells(info, key='val_loss_all'):
     families = {}
     for mode, cells in info['modes'].items():
         row, loss = parse_row(mode), row_loss(cells, key)
-        name = re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', mode)
+        name = family(mode)
         if loss is not None and row.tie_mode != 'untied' and name != 'tied':
             families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss
     return {name: {(e, h or 1.0) if any(h for _, h in cells) else e: loss for (e, h), loss in cells.items()}
