@@ -61,7 +61,10 @@ UNTIED_ROWS = [f'untied_e{e:g}_h{h:g}' for e in (100, 300, 1000) for h in (3, 10
 REMEDY_FAMILIES = ('tied', 'shuffle', 'proj', 'pit', 'tied_untie', 'tied_igs4', 'tied_igs16')
 REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES if family != 'pit'
                              for e in REMEDY_RATES] + PIT_ROWS,
-                'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS,
+                # the best two remedies of the first sweep combined (proj and sqrt(d), each about half of plain tying's
+                # cost on one seed): proj's rows in the sqrt(d) sweep, around proj's own best (x300) and tied sqrt(d)'s
+                'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS
+                + [f'proj_e{e:g}' for e in REMEDY_RATES],
                 'remedies_untied': UNTIED_ROWS}
 TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 # The horizon stage: one epoch of the works' training split (1,376 windows of 16 x 64 tokens), the schedule's shape kept

@@ -228,7 +228,8 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
                   'pit_e0.3_h30': 5.20, 'pit_e1_h30': 5.25, 'proj_e100': 5.22, 'proj_e300': 5.21,
                   'tied_igs4_e100': 5.24})
     scaled = {row: 5.4 for row in tables.REMEDY_GRIDS['remedies_emb_scale']}
-    scaled.update({'tied_e10': 5.15, 'tied_e3': 5.16, 'untied_e300_h10': 4.95, 'untied_e1000_h10': 4.97})
+    scaled.update({'tied_e10': 5.15, 'tied_e3': 5.16, 'untied_e300_h10': 4.95, 'untied_e1000_h10': 4.97,
+                   'proj_e300': 5.18, 'proj_e100': 5.19})  # proj with sqrt(d), a family apart from plain proj
     untied = {row: 5.0 for row in tables.REMEDY_GRIDS['remedies_untied']}
     untied.update({'untied_e300_h10': 4.96, 'untied_e300_h30': 4.98})
     # every family's best inside its grid: the edges' neighbours trained and worse
@@ -237,9 +238,9 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
         losses.update({row: 6.0 for row in run_tables(tables, 'widen', folder).split(',')[len(losses):]})
         write_sweep(tmp_path / os.path.basename(folder), losses)
     lines = run_tables(tables, 'remedy_top', '3', '2', *dirs).split('\n')
-    assert lines[0].split(',') == ['tied_e100', 'tied_e30', 'shuffle_e100', 'shuffle_e300', 'pit_e0.3_h30',
-                                   'pit_e1_h30']
-    assert lines[1].split(',') == ['untied_e300_h10', 'untied_e1000_h10', 'tied_e10', 'tied_e3']  # sqrt(d) tied
+    assert lines[0].split(',') == ['tied_e100', 'tied_e30', 'shuffle_e100', 'shuffle_e300']  # pit is fourth
+    assert lines[1].split(',') == ['untied_e300_h10', 'untied_e1000_h10', 'tied_e10', 'tied_e3', 'proj_e300',
+                                   'proj_e100']  # sqrt(d) tied, and proj with sqrt(d) ahead of plain proj and pit
     assert (lines + [''])[2] == ''  # untied without sqrt(d) lost to untied with it: nothing of it goes on
     # the fresh seeds take each family's better cell of the select stage, which holds only the cells picked
     picks = run_tables(tables, 'remedy_picks', dirs[0], dirs[1], dirs[2]).split('\n')
