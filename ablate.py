@@ -109,7 +109,8 @@ DEFAULTS.update(
     untie_at=2 / 3,             # the tied_untie row only (train.py's default, None, means never untie)
     versus='',                  # another ablation's out_dir: the summary adds this one minus that one, per mode
     jobs=0,                     # runs side by side, each a process with its share of the cores as torch threads;
-                                # 0: one per CPU core, or one per GPU (each its own); 1: one after another here
+                                # 0: one per CPU core, or one per GPU (each its own), at most one per run; 1: one after
+                                # another here
     tuned_lens='',              # rows (comma separated) whose final checkpoints get the tuned lens (lab/tuned_lens.py),
                                 # about a minute a run, made by its worker as it ends; 'all' for every row
 )
@@ -218,15 +219,19 @@ def check_same_config(wanted, saved, where, run_dir, finished=False):
 
 # ---------------------------------------------------------------- training
 
-def jobs_and_threads(cfg, device):
+def jobs_and_threads(cfg, device, runs=None):
     """--jobs as a number of runs side by side, the torch threads of each (the cores shared out), and the GPU each
     worker is given (None: none). 0 (the default) is one run per core on a CPU, where two one-thread processes beat
     one two-thread process on these small models (docs/performance.md), and one run per GPU where --device leaves
     the choice of GPU open (auto or cuda): a worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so a node of
-    eight trains eight runs at a time, each with the whole of one GPU, rather than one run spread over all eight."""
+    eight trains eight runs at a time, each with the whole of one GPU, rather than one run spread over all eight.
+    The default never starts more runs than there are to train (`runs`): the cores go to those there are, so a
+    sweep's widening by one row trains it here with every core, not in one worker with one thread beside an idle core."""
     cores = usable_cores()
     gpus = visible_gpus() if device == 'cuda' and cfg['device'] in ('auto', 'cuda') else []
     jobs = cfg['jobs'] or (cores if device == 'cpu' else max(1, len(gpus)))
+    if not cfg['jobs'] and runs:
+        jobs = min(jobs, runs)
     return jobs, max(1, cores // jobs), ([gpus[k % len(gpus)] for k in range(jobs)] if gpus and jobs > 1 else None)
 
 
@@ -318,7 +323,7 @@ def run_all(cfg, runs, bar=None):
     bar: one that stands in for the grid's (tests). Returns {'trained', 'resumed', 'skipped': [(mode, seed)],
     'failed': [(mode, seed, last line of its log)], 'workers': [pid], 'jobs', 'threads'}."""
     finished, tasks = plan(cfg, runs)
-    jobs, threads, gpus = jobs_and_threads(cfg, pick_device(cfg['device']))
+    jobs, threads, gpus = jobs_and_threads(cfg, pick_device(cfg['device']), len(tasks))
     done = dict(trained=[], resumed=[], skipped=list(finished), failed=[], workers=[], jobs=jobs, threads=threads)
     own_bar = bar is None
     if own_bar:

@@ -4,6 +4,7 @@
 #   bash docs/measure_grid.sh jobs       # the 8-run grid with --jobs=1 against the default, alternated twice
 #   bash docs/measure_grid.sh compile    # the same grid compiled (cold, then warm on-disk cache) against eager
 #   bash docs/measure_grid.sh avx2       # compile with torch capped at AVX2: does any loss go NaN?
+#   bash docs/measure_grid.sh one        # a grid of one run (a sweep's widening): one worker of one thread vs default
 #   bash docs/measure_grid.sh exp3 [N]   # experiment 3's config on a sub-grid of N iterations: --jobs=1 vs default
 #   bash docs/measure_grid.sh exp3-full  # experiment 3's config as the README runs it (the default --jobs), 50 runs
 #   bash docs/measure_grid.sh compile-long  # compile against eager at experiment 3's length: 2 modes x 2 seeds x 2000
@@ -50,6 +51,12 @@ jobs)
         timed "jobs-default-r$round" $GRID
     done
     max_diff "$OUT/jobs1-r1" "$OUT/jobs-default-r1" | tee -a "$OUT/times.txt" ;;
+one)  # what the default did with fewer runs than cores: one worker of one thread beside an idle core (--jobs=2 here)
+    for round in 1 2; do
+        timed "one-worker-r$round" --dataset=tinyshakespeare --modes=tied --max_iters=300 --progress=false --jobs=2
+        timed "one-default-r$round" --dataset=tinyshakespeare --modes=tied --max_iters=300 --progress=false
+    done
+    max_diff "$OUT/one-worker-r1" "$OUT/one-default-r1" | tee -a "$OUT/times.txt" ;;
 compile)
     export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)     # an empty on-disk cache: the first grid compiles cold
     for dtype in auto float32; do

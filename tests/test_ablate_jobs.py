@@ -226,6 +226,18 @@ def test_jobs_default_is_one_run_per_core_with_one_thread_each():
         ablate.parse_args(['--jobs=-1'])
 
 
+def test_the_default_shares_the_cores_among_the_runs_there_are_to_train(monkeypatch):
+    # a sweep widened by one row, or a grid's last three runs on four cores: no core left idle beside them
+    monkeypatch.setattr(ablate, 'usable_cores', lambda: 4)
+    cfg = ablate.parse_args([])
+    assert ablate.jobs_and_threads(cfg, 'cpu', 50) == (4, 1, None)
+    assert ablate.jobs_and_threads(cfg, 'cpu', 2) == (2, 2, None)
+    assert ablate.jobs_and_threads(cfg, 'cpu', 1) == (1, 4, None)  # in this process, with every core
+    assert ablate.jobs_and_threads(dict(cfg, jobs=3), 'cpu', 1) == (3, 1, None)  # --jobs given is kept
+    monkeypatch.setattr(ablate, 'visible_gpus', lambda: ['0', '1', '2'])
+    assert ablate.jobs_and_threads(dict(cfg, device='cuda'), 'cuda', 2) == (2, 2, ['0', '1'])
+
+
 def starting_nothing(on_start):
     """A stand-in for multiprocessing's spawn context: its processes only call on_start() when started, in this
     process, with its environment as a worker would inherit it, and end (joined) with exit code -9."""
