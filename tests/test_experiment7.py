@@ -625,20 +625,28 @@ def test_the_shallow_control_sits_between_the_ladders_adamw_ends(results, tmp_pa
                             f'{cost + half:+.3f}]) |'), row
 
 
-def test_the_committed_remedy_sweeps_hold_the_setting_their_table_states():
+def test_the_committed_remedy_stages_hold_the_setting_their_tables_state():
     """The remedy table's losses are one seed, half length, AdamW at w160 x 20 with the control's warmup (50 of
-    100) and coupled decay, sqrt(d) input scaling in the second sweep alone: a sweep trained otherwise and committed
-    in their place would change what the table's numbers mean."""
+    100) and coupled decay, sqrt(d) input scaling in the second sweep alone; the picks' are three seeds and then five
+    fresh ones at full length (warmup 100): a stage trained otherwise and committed in their place would change what
+    the tables' numbers mean."""
     from lab import experiment7_remedies as remedies
-    for name, scaled in zip(remedies.SWEEPS, (False, True, False)):
-        with open(os.path.join(ROOT, 'docs', 'results', name, 'summary.json'), encoding='utf-8') as f:
-            info = json.load(f)
-        cfg = info['config']
-        setting = {key: cfg[key] for key in ('optimizer', 'n_embd', 'n_layer', 'max_iters', 'warmup_iters',
-                                             'ends_decay', 'emb_scale', 'learning_rate')}
-        assert setting == dict(optimizer='adamw', n_embd=160, n_layer=20, max_iters=100, warmup_iters=50,
-                               ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
-        assert info['seeds'] == [1337] and info['floor']['iters'] == 100, name
+    # the select stage (three seeds at full length) and the fresh seeds (five more), as each is committed
+    stages = [(remedies.SWEEPS, 100, [1337]), (remedies.SELECT, 200, [1337, 1338, 1339]),
+              (remedies.FRESH, 200, list(range(1342, 1347)))]
+    for names, iters, seeds in stages:
+        for name, scaled in zip(names, (False, True, False)):
+            path = os.path.join(ROOT, 'docs', 'results', name, 'summary.json')
+            if names is not remedies.SWEEPS and not os.path.exists(path):
+                continue
+            with open(path, encoding='utf-8') as f:
+                info = json.load(f)
+            cfg = info['config']
+            setting = {key: cfg[key] for key in ('optimizer', 'n_embd', 'n_layer', 'max_iters', 'warmup_iters',
+                                                 'ends_decay', 'emb_scale', 'learning_rate')}
+            assert setting == dict(optimizer='adamw', n_embd=160, n_layer=20, max_iters=iters, warmup_iters=iters // 2,
+                                   ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
+            assert info['seeds'] == seeds and info['floor']['iters'] == iters, name
 
 
 def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_sweeps(tmp_path):
