@@ -54,21 +54,32 @@ def selection_table(results):
     """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds, its
     pick (the lower mean), and that pick on five fresh seeds that played no part in choosing, minus untied's pick
     and plain tied's on the same seeds (paired: a seed gives every run its data order and evaluation batches).
-    Nothing until every sweep that the select stage trained has its fresh seeds committed too."""
+    A family's row appears once its select stage is committed; its fresh columns stay '–' until its fresh seeds
+    are, and so does a cost against a pick whose fresh seeds are not. Best first: by the fresh seeds once every
+    family has them, by the three seeds until then."""
     picked, fresh = ([read_summary(name, results, missing_ok=True) for name in names] for names in (SELECT, FRESH))
-    if not any(picked) or any(p is not None and f is None for p, f in zip(picked, fresh)):
+    families = []  # (out dir's index, family, its cells best first: the first is its pick)
+    for k, info in enumerate(picked):
+        for name in dict.fromkeys(plan.family(row) for row in (info['modes'] if info else ())):
+            families.append((k, name, sorted((row for row in info['modes'] if plan.family(row) == name),
+                                             key=lambda row: row_loss(info['modes'][row]))))
+    if not families:
         return []
-    rows = [(k, row) for k, info in enumerate(fresh) if info for row in info['modes']]
-    untied = next((fresh[k], row) for k, row in rows if plan.family(row) == 'untied')
-    tied = next((fresh[k], row) for k, row in rows if plan.family(row) == 'tied' and k == 0)
+
+    def reported(k, cells):  # the pick on its fresh seeds, where they are committed
+        return (fresh[k], cells[0]) if fresh[k] and cells[0] in fresh[k]['modes'] else None
+    untied = next((reported(k, cells) for k, name, cells in families if name == 'untied'), None)
+    tied = next((reported(k, cells) for k, name, cells in families if name == 'tied' and k == 0), None)
+    final = all(reported(k, cells) for k, _, cells in families)
     lines = ['| family | its two cells, three seeds, full length | five fresh seeds | − untied\'s pick | '
              '− plain tied\'s pick |', '|---|---|---:|---:|---:|']
-    for k, row in sorted(rows, key=lambda kr: row_loss(fresh[kr[0]]['modes'][kr[1]])):  # a diverged pick last
-        cells = sorted((r for r in picked[k]['modes'] if plan.family(r) == plan.family(row)),
-                       key=lambda r: row_loss(picked[k]['modes'][r]))
-        tried = '; '.join(f"{r}{' (the pick)' if r == row else ''} {cell(picked[k], r)}" for r in cells)
-        against = [diff((fresh[k], row), other) if (fresh[k], row) != other else '–' for other in (untied, tied)]
-        lines.append(f"| `{plan.family(row)}`{SCALED[k]} | {tried} | {cell(fresh[k], row)} | {' | '.join(against)} |")
+    by_pick = lambda f: row_loss((fresh if final else picked)[f[0]]['modes'][f[2][0]])  # a diverged pick: last
+    for k, name, cells in sorted(families, key=by_pick):
+        mine = reported(k, cells)
+        tried = '; '.join(f"{row}{' (the pick)' if row == cells[0] else ''} {cell(picked[k], row)}" for row in cells)
+        against = ['–' if mine is None or other is None or other[1] == mine[1] and other[0] is mine[0]
+                   else diff(mine, other) for other in (untied, tied)]
+        lines.append(f"| `{name}`{SCALED[k]} | {tried} | {cell(*mine) if mine else '–'} | {' | '.join(against)} |")
     return lines
 
 

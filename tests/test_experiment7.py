@@ -660,17 +660,23 @@ def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_swee
             row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
     three, five = [1337, 1338, 1339], [1342, 1343, 1344, 1345, 1346]
     plain, scaled, untied = remedies.SELECT
-    commit(plain, dict(tied_e30=[5.6] * 3, tied_e100=[5.7] * 3, proj_e300=[5.4] * 3, proj_e100=[5.35] * 3), three)
+    # proj behind tied on the three seeds that pick, ahead of it on the five that report
+    commit(plain, dict(tied_e30=[5.6] * 3, tied_e100=[5.7] * 3, proj_e300=[5.7] * 3, proj_e100=[5.65] * 3), three)
     commit(untied, dict(untied_e300_h10=[5.2] * 3, untied_e1000_h10=[5.25] * 3), three)
-    assert remedies.selection_table(str(tmp_path)) == []  # no fresh seeds yet
+    # no fresh seeds yet: the picks on their three seeds, best first, and nothing where the fresh seeds go
+    lines = remedies.selection_table(str(tmp_path))[2:]
+    assert [line.split(' | ')[0] for line in lines] == ['| `untied`', '| `tied`', '| `proj`']
+    assert lines[1] == '| `tied` | tied_e30 (the pick) 5.600 ± 0.000; tied_e100 5.700 ± 0.000 | – | – | – |'
     noise = [0.0, 0.05, -0.04, 0.06, -0.05]
     commit(remedies.FRESH[0], dict(tied_e30=[5.6 + e for e in noise], proj_e100=[5.3 + e for e in noise]), five)
-    assert remedies.selection_table(str(tmp_path)) == []  # untied's fresh seeds not yet committed
+    lines = remedies.selection_table(str(tmp_path))[2:]  # untied's fresh seeds not yet committed: no cost against it
+    assert lines[2].split(' | ')[2:] == ['5.304 ± 0.050', '–',
+                                         '**-0.300 [-0.300, -0.300]** (Welch [-0.373, -0.227]) |']
     commit(remedies.FRESH[2], dict(untied_e300_h10=[5.2 + e for e in noise]), five)
     lines = remedies.selection_table(str(tmp_path))[2:]
     assert [line.split(' | ')[0] for line in lines] == ['| `untied`', '| `proj`', '| `tied`']  # best first
     proj = lines[1].split(' | ')
-    assert proj[1] == 'proj_e100 (the pick) 5.350 ± 0.000; proj_e300 5.400 ± 0.000'
+    assert proj[1] == 'proj_e100 (the pick) 5.650 ± 0.000; proj_e300 5.700 ± 0.000'
     assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
     # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
     assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
