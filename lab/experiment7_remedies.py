@@ -77,8 +77,7 @@ def selection_table(results):
     for k, name, cells in sorted(families, key=by_pick):
         mine = reported(k, cells)
         tried = '; '.join(f"{row}{' (the pick)' if row == cells[0] else ''} {cell(picked[k], row)}" for row in cells)
-        against = ['–' if mine is None or other is None or other[1] == mine[1] and other[0] is mine[0]
-                   else diff(mine, other) for other in (untied, tied)]
+        against = ['–' if None in (mine, other) or other == mine else diff(mine, other) for other in (untied, tied)]
         lines.append(f"| `{name}`{SCALED[k]} | {tried} | {cell(*mine) if mine else '–'} | {' | '.join(against)} |")
     return lines
 
