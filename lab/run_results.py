@@ -326,7 +326,6 @@ def alignment_numbers(run_dir, untied_dir):
     return numbers
 
 
-
 def checkpoint_numbers(run_dir, data, cfg, diverged, untied_dir):
     """What is scored on a run's checkpoints: its final and best loss by bucket, and its alignment with the untied
     run of its seed. For a run that diverged (ablate.py's result) nothing: its checkpoint, if any, is from before
@@ -337,6 +336,7 @@ def checkpoint_numbers(run_dir, data, cfg, diverged, untied_dir):
     empty = [key for key, *_ in BUCKET_COLUMNS + BEST_BUCKET_COLUMNS + ALIGNMENT_COLUMNS] + BUCKET_TOKENS
     return dict(dict.fromkeys(empty + BEST_BUCKET_TOKENS), diverged_at=diverged['iteration'],
                 **{f'train_loss_{f:g}': None for f in FRACTIONS if f * cfg['max_iters'] > diverged['iteration']})
+
 
 # Claim 17 (Lopardo et al. 2026): does tying make the early layers contribute less to the prediction? The
 # tuned lens of a run's final checkpoint (lab/tuned_lens.py): per layer (0: the embedding's output, then each

@@ -160,6 +160,7 @@ class Diverged(UserError):
         super().__init__(message)
         self.iteration = iteration
 
+
 class Run:
     """One training run's files and checks (see the module's docstring). Made before the model: every check that
     reads comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume
