@@ -25,7 +25,7 @@
 #   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
 #                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
-#                                                 # swept, then five seeds paired with that size's untied best
+#                                                 # swept, then five seeds paired with that size's untied and tied
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,8 +94,9 @@ PY
 # The remedy stages' three out dirs (plain remedies, sqrt(d) input scaling, untied) and the flag each one's rows
 # were swept with; STAGE is rsweep, rselect, rfresh or rhorizon.
 remedy_flags=("" "--emb_scale=true" "")
-remedy_dirs() {  # STAGE DECAY
-    echo "out-exp7-$1-adamw-w160-$2 out-exp7-$1-adamw-w160-$2-emb_scale out-exp7-$1-adamw-w160-$2-untied"
+remedy_dirs() {  # STAGE DECAY [MODEL]: MODEL w160 unless given (the depth stage's is w160_shallow)
+    local at=out-exp7-$1-adamw-${3:-w160}-$2
+    echo "$at $at-emb_scale $at-untied"
 }
 
 stage=${1:-}
@@ -208,17 +209,23 @@ remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each e
         python lab/experiment7_results.py curves "${fresh[$k]/rfresh/rhorizon}"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
-    # then its best and that size's untied best (its committed sweep) on five seeds each, paired by seed
+    # then its best, and that size's untied and plain tied bests (their committed sweep), on five fresh seeds each
+    # (1342 on: none of them picked a rate), paired by seed, all with the control's warmup
     decay=${1:-coupled}
     read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
-    read -r k rows <<< "$(python $tables remedy_neighbours "${fresh[@]}")"
-    out=out-exp7-rsweep-adamw-w160_shallow-$decay
-    sweep_rows w160_shallow adamw "$out" "$rows" --warmup_iters=50 --ends_decay="$decay" ${remedy_flags[$k]}
-    untied=$(python $tables best out-exp7-sweep-adamw-w160_shallow | tr ',' '\n' | grep '^untied')
-    for pair in "$(python $tables best "$out") ${remedy_flags[$k]}" "$untied"; do
-        read -r modes flag <<< "$pair"
-        python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="$modes" --seeds=5 $flag \
-            --warmup_iters=100 --ends_decay="$decay" --out_dir="${out/rsweep/rdepth}-${modes%%_*}"
+    read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay" w160_shallow)"
+    read -r -a depth <<< "$(remedy_dirs rdepth "$decay" w160_shallow)"
+    read -r remedy rows <<< "$(python $tables remedy_neighbours "${fresh[@]}")"
+    sweep_rows w160_shallow adamw "${sweeps[$remedy]}" "$rows" --warmup_iters=50 --ends_decay="$decay" \
+        ${remedy_flags[$remedy]}
+    IFS=, read -r untied tied <<< "$(python $tables best out-exp7-sweep-adamw-w160_shallow)"
+    rows=("$tied" "" "$untied")
+    best=$(python $tables best "${sweeps[$remedy]}")
+    rows[$remedy]=${rows[$remedy]:+${rows[$remedy]},}$best
+    for k in 0 1 2; do
+        [ -n "${rows[$k]}" ] || continue
+        python ablate.py config/ladder_w160_shallow.py --optimizer=adamw --modes="${rows[$k]}" --seed=1342 \
+            --seeds=5 ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${depth[$k]}"
     done ;;
 horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
     # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary

@@ -2,8 +2,9 @@
 
 config/experiment7.sh remedy_sweep trains every remedy along its own rate in three sweeps (plain, with sqrt(d) input
 scaling, untied), one seed at half length; remedy_select then takes untied's best, plain tied's and the three best
-remedies to three seeds at full length and each one's better cell to five fresh seeds. python
-lab/experiment7_results.py prints these tables with the experiment's others; a stage not committed yet has none.
+remedies to three seeds at full length and each one's better cell to five fresh seeds; remedy_horizon runs the
+best three over one epoch, and remedy_depth the best remedy at 4 layers. python lab/experiment7_results.py prints
+these tables with the experiment's others; a stage not committed yet has none.
 """
 
 import csv
@@ -23,6 +24,8 @@ SCALED = ('', ', √d input scaling', '')
 SELECT = tuple(name.replace('-rsweep-', '-rselect-') for name in SWEEPS)  # three seeds at full length, 1337 on
 FRESH = tuple(name.replace('-rsweep-', '-rfresh-') for name in SWEEPS)    # five fresh seeds, 1342 on
 HORIZON = tuple(name.replace('-rsweep-', '-rhorizon-') for name in SWEEPS)  # one epoch, three seeds, 1337 on
+SHALLOW_SWEEPS = tuple(name.replace('-w160-', '-w160_shallow-') for name in SWEEPS)  # the remedy's rate at 4 layers
+DEPTH = tuple(name.replace('-rsweep-', '-rdepth-') for name in SHALLOW_SWEEPS)  # 4 layers, five fresh seeds, 1342 on
 
 
 def rates(key):
@@ -125,4 +128,44 @@ def horizon_table(results, params):
         means = [f"{mean_std(curve[i])[0]:.3f}" for curve in curves.values()]
         costs = [fmt_paired(paired_interval(curve[i], losses)) for _, curve in others]
         lines.append(f"| {i} | {i * batch / params:.3f} | " + ' | '.join(means + costs) + ' |')
+    return lines
+
+
+def depth_table(results):
+    """Depth apart (config/experiment7.sh remedy_depth): at width 160 with 4 layers and with 20, on five fresh seeds
+    (1342 on), untied's pick, plain tied's and the best remedy's, each tied form's cost against untied and the
+    remedy's against plain tied, paired by seed; under it the remedy's own rate swept at 4 layers (one seed, half
+    length). Nothing until all three arms at 4 layers are committed."""
+    shallow, deep = ([read_summary(name, results, missing_ok=True) for name in names] for names in (DEPTH, FRESH))
+    remedy = next(((k, plan.family(row)) for k, info in enumerate(shallow) for row in (info['modes'] if info else ())
+                   if plan.family(row) != 'untied' and (k, plan.family(row)) != (0, 'tied')), None)
+    if remedy is None:
+        return []
+    arms = [(2, 'untied'), (0, 'tied'), remedy]
+
+    def find(infos, k, name):  # (summary, row) of the family's one row in folder k, or None
+        row = next((row for row in (infos[k]['modes'] if infos[k] else ()) if plan.family(row) == name), None)
+        return (infos[k], row) if row else None
+    label = f"`{remedy[1]}`{SCALED[remedy[0]]}"
+    lines = [f"| width × layers | tied parameters | tokens a parameter, tied | untied | plain tied | {label} | "
+             f"plain tied − untied | {label} − untied | {label} − plain tied |", '|---|---:|---:' + '|---:' * 6 + '|']
+    for size, infos in (('w160_shallow', shallow), ('w160', deep)):
+        found = [find(infos, k, name) for k, name in arms]
+        if None in found:
+            if size == 'w160_shallow':
+                return []
+            continue
+        cfg = found[0][0]['config']
+        params = plan.counts(plan.resolve(size))['tied']
+        tokens = cfg['batch_size'] * cfg['block_size'] * cfg['max_iters'] / params
+        (untied, tied, mine) = found
+        lines.append(f"| {cfg['n_embd']} × {cfg['n_layer']} | {params / 1e6:.2f} M | {tokens:.3f} | "
+                     + ' | '.join(f"{cell(*arm)} ({rates_of(arm[1])})" for arm in found)
+                     + f" | {diff(tied, untied)} | {diff(mine, untied)} | {diff(mine, tied)} |")
+    sweep = read_summary(SHALLOW_SWEEPS[remedy[0]], results, missing_ok=True)
+    if sweep:
+        cells = sorted((parse_row(row).embed_mult or 1.0, row_loss(v)) for row, v in sweep['modes'].items()
+                       if plan.family(row) == remedy[1] and row_loss(v) is not None)
+        lines += ['', f"{label}'s own rate at 4 layers (one seed, half length, whole validation split): "
+                  + '; '.join(f'×{rate:g} {loss:.3f}' for rate, loss in cells) + '.']
     return lines

@@ -522,6 +522,8 @@ def main(figures=False):
                 ("### Depth apart from width: w160 at 4 layers (AdamW, five seeds)", shallow_table()),
                 ("### Selection without the winner's curse (Muon)", selection_table()),
                 ("### The horizon: one epoch (Muon, three seeds)", horizon_table()),
+                ("### The best remedy at 4 layers: depth apart (AdamW, five fresh seeds)",
+                 remedies.depth_table(RESULTS)),
                 ("### The horizon under AdamW: one epoch at w160 (three seeds)",
                  remedies.horizon_table(RESULTS, plan.counts(plan.resolve('w160'))['untied'])),
                 ('### The trend carried to GPT-2 small', prediction())]

@@ -628,13 +628,14 @@ def test_the_shallow_control_sits_between_the_ladders_adamw_ends(results, tmp_pa
 def test_the_committed_remedy_stages_hold_the_setting_their_tables_state():
     """The remedy table's losses are one seed, half length, AdamW at w160 x 20 with the control's warmup (50 of
     100) and coupled decay, sqrt(d) input scaling in the second sweep alone; the picks' are three seeds and then five
-    fresh ones at full length (warmup 100): a stage trained otherwise and committed in their place would change what
-    the tables' numbers mean."""
+    fresh ones at full length (warmup 100); the depth stage's are the same at 4 layers. A stage trained otherwise
+    and committed in their place would change what the tables' numbers mean."""
     from lab import experiment7_remedies as remedies
     # the select stage (three seeds at full length) and the fresh seeds (five more), as each is committed
-    stages = [(remedies.SWEEPS, 100, [1337]), (remedies.SELECT, 200, [1337, 1338, 1339]),
-              (remedies.FRESH, 200, list(range(1342, 1347)))]
-    for names, iters, seeds in stages:
+    stages = [(remedies.SWEEPS, 100, [1337], 20), (remedies.SELECT, 200, [1337, 1338, 1339], 20),
+              (remedies.FRESH, 200, list(range(1342, 1347)), 20),
+              (remedies.SHALLOW_SWEEPS, 100, [1337], 4), (remedies.DEPTH, 200, list(range(1342, 1347)), 4)]
+    for names, iters, seeds, layers in stages:
         for name, scaled in zip(names, (False, True, False)):
             path = os.path.join(ROOT, 'docs', 'results', name, 'summary.json')
             if names is not remedies.SWEEPS and not os.path.exists(path):
@@ -644,7 +645,7 @@ def test_the_committed_remedy_stages_hold_the_setting_their_tables_state():
             cfg = info['config']
             setting = {key: cfg[key] for key in ('optimizer', 'n_embd', 'n_layer', 'max_iters', 'warmup_iters',
                                                  'ends_decay', 'emb_scale', 'learning_rate')}
-            assert setting == dict(optimizer='adamw', n_embd=160, n_layer=20, max_iters=iters, warmup_iters=iters // 2,
+            assert setting == dict(optimizer='adamw', n_embd=160, n_layer=layers, max_iters=iters, warmup_iters=iters // 2,
                                    ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
             assert info['seeds'] == seeds and info['floor']['iters'] == iters, name
 
@@ -708,3 +709,44 @@ def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_
     # and on the horizon figure, beside Muon's (none committed here): tied's and proj's cost, dashed
     figure = tmp_path / 'horizon.png'
     assert results.plot_horizon(str(figure)) and figure.stat().st_size > 0
+
+
+def test_the_best_remedy_at_four_layers_is_paired_with_that_depths_untied_and_tied_beside_twenty(tmp_path):
+    """Made-up depth and fresh summaries: at each depth the three arms' means, and the costs paired by seed
+    (untied and plain tied in other folders than the sqrt(d) remedy's); nothing until 4 layers has all three."""
+    from lab import experiment7_remedies as remedies
+    five = [1342, 1343, 1344, 1345, 1346]
+    noise = [0.0, 0.05, -0.04, 0.06, -0.05]
+
+    def commit(name, rows, layers, seeds=five):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
+            seeds=seeds, eval_seeds=[11337], config=dict(batch_size=16, block_size=64, max_iters=200, n_embd=160,
+                                                         n_layer=layers),
+            modes={row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
+    plain, scaled, untied = remedies.DEPTH
+    commit(plain, dict(tied_e30=[5.2 + e for e in noise]), 4)
+    commit(scaled, dict(proj_e10=[5.05 + e for e in noise]), 4)
+    assert remedies.depth_table(str(tmp_path)) == []  # untied's five seeds not committed yet
+    commit(untied, dict(untied_e100_h10=[5.0 + e for e in noise]), 4)
+    header, _, four = remedies.depth_table(str(tmp_path))
+    assert header.split(' | ')[5] == '`proj`, √d input scaling'
+    cells = four.split(' | ')
+    assert cells[0] == '| 160 × 4' and cells[3:6] == ['5.004 ± 0.050 (×100, ×10)', '5.204 ± 0.050 (×30)',
+                                                     '5.054 ± 0.050 (×10)']
+    assert [c.split(' (Welch')[0] for c in cells[6:]] == ['**+0.200 [+0.200, +0.200]**',
+                                                          '**+0.050 [+0.050, +0.050]**',
+                                                          '**-0.150 [-0.150, -0.150]**']
+    # the fresh seeds at 20 layers, the same remedy picked out among the others there, and its sweep at 4 layers
+    fresh_plain, fresh_scaled, fresh_untied = remedies.FRESH
+    commit(fresh_plain, dict(tied_e30=[5.4 + e for e in noise], proj_e100=[5.3 + e for e in noise]), 20)
+    commit(fresh_scaled, dict(proj_e10=[5.0 + e for e in noise], tied_e10=[5.1 + e for e in noise]), 20)
+    commit(fresh_untied, dict(untied_e300_h10=[4.95 + e for e in noise]), 20)
+    commit(remedies.SHALLOW_SWEEPS[1], dict(proj_e30=[5.3], proj_e3=[5.4], proj_e10=[5.2]), 4, [1337])
+    lines = remedies.depth_table(str(tmp_path))
+    twenty = lines[3].split(' | ')
+    assert twenty[0] == '| 160 × 20' and twenty[5] == '5.004 ± 0.050 (×10)'
+    assert twenty[7].startswith('**+0.050 [+0.050, +0.050]**') and twenty[8].startswith('**-0.400 [-0.400, -0.400]**')
+    assert float(twenty[2]) < float(cells[2])  # more parameters at 20 layers: fewer tokens each
+    assert lines[-1] == ("`proj`, √d input scaling's own rate at 4 layers (one seed, half length, whole validation "
+                         "split): ×3 5.400; ×10 5.200; ×30 5.300.")
