@@ -441,12 +441,17 @@ README_QUOTES = {
         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
          'under Muon')],
     '18 (AdamW)': [('{adamw_w64_best} at w64 (2 layers)', None, 'under AdamW, each at its best'),
-                   ('{adamw_w160_best} at w160 (20 layers)', None, 'under AdamW, each at its best')],
+                   ('{adamw_w160_best} at w160 (20 layers)', None, 'under AdamW, each at its best'),
+                   ('plain tied {adamw_fresh_tied}, √d tied {adamw_fresh_tied_sqrt_d}, `proj` with √d '
+                    '{adamw_fresh_proj_sqrt_d}', 'at w160, on five fresh seeds', None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
          'at its best', None, 'Under AdamW'),
         ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} each at '
-         'its best', None, 'Under AdamW')],
+         'its best', None, 'Under AdamW'),
+        ('plain tied (×30) {adamw_fresh_tied}, `proj` (×100) {adamw_fresh_proj}, √d tied (×10) '
+         '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
+         'Each remedy at its own rate against untied at w160')],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -470,6 +475,10 @@ DOC_QUOTES = {
     '* **At w160 it loses by the same amount**':
         [('{deeper_w160_untied} with 30 tied layers (12.34 M) against 20 untied', None, None),
          ('({deeper_w160_tied})', None, 'Against the 20-layer tied model')],
+    '**On the fresh seeds, `proj` with √d input scaling costs nothing measurable':
+        [('{adamw_fresh_proj_sqrt_d} against untied', None, None),
+         ('plain tying costs {adamw_fresh_tied}', None, None),
+         ('√d input scaling alone {adamw_fresh_tied_sqrt_d}, `proj` alone {adamw_fresh_proj}', None, None)],
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
@@ -480,7 +489,8 @@ INTERVAL = re.compile(r'\*{0,2}[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\]\*{0,2
 def claim_18_and_19_numbers(results):
     """{'muon_w96_best': interval, ...}: every committed confirmation's cost at the default and the best rates, each
     check's cost at the runner-up rate, every deeper model against untied and against tied (each the interval paired
-    by seed; the docs' tables give Welch's beside it), and the lines carried to GPT-2 small."""
+    by seed; the docs' tables give Welch's beside it), the lines carried to GPT-2 small, and each remedy's cost
+    against untied under AdamW on the fresh seeds."""
     from lab.ablation_report import fmt_interval
     numbers = {}
     for optimizer, size, _, _, cost, _ in results.costs():
@@ -494,6 +504,11 @@ def claim_18_and_19_numbers(results):
         size = cells[0].strip('`')
         numbers[f'deeper_{size}_untied'], numbers[f'deeper_{size}_tied'] = (INTERVAL.search(cell).group()
                                                                             for cell in cells[-2:])
+    for row in results.remedies.selection_table(results.RESULTS)[2:]:  # each remedy's fresh seeds against untied
+        cells = row.strip('| ').split(' | ')
+        family = cells[0].replace('`', '').replace(', √d input scaling', '_sqrt_d')
+        if family != 'untied' and cells[3] != '–':
+            numbers[f'adamw_fresh_{family}'] = INTERVAL.search(cells[3]).group()
     for row in results.prediction():
         if row.startswith(('| muon', '| adamw')):
             cells = row.strip('| ').split(' | ')
