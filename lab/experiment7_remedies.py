@@ -158,7 +158,7 @@ def depth_table(results):
         cfg = found[0][0]['config']
         params = plan.counts(plan.resolve(size))['tied']
         tokens = cfg['batch_size'] * cfg['block_size'] * cfg['max_iters'] / params
-        (untied, tied, mine) = found
+        untied, tied, mine = found
         lines.append(f"| {cfg['n_embd']} × {cfg['n_layer']} | {params / 1e6:.2f} M | {tokens:.3f} | "
                      + ' | '.join(f"{cell(*arm)} ({rates_of(arm[1])})" for arm in found)
                      + f" | {diff(tied, untied)} | {diff(mine, untied)} | {diff(mine, tied)} |")
