@@ -21,7 +21,8 @@
 #   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
 #                                                 # untied with and without sqrt(d) input scaling: one seed, half length
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
-#                                                 # best cells on three seeds at full length, the better on five fresh
+#                                                 # best cells on three seeds at full length, widened until each pick
+#                                                 # lies inside; the pick on five fresh seeds
 #   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
 #                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
@@ -182,20 +183,35 @@ remedy_sweep)  # AdamW at w160: each remedy at its own rate (pit at its two, U's
             --ends_decay="$decay" ${remedy_flags[$k]}
     done ;;
 remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the three best remedies, each with its two
-    # best cells, at full length on three seeds; each one's better cell then on five fresh seeds (seed 1342 on), all
-    # paired by seed across the three out dirs (the select stage's rule: a pick is reported on seeds it was not
-    # picked on). The sqrt(d) rows run with --emb_scale=true, as they were swept.
+    # best cells, at full length on three seeds, widened by a rung wherever a pick lies at its cells' edge; each
+    # one's pick then on five fresh seeds (seed 1342 on), all paired by seed across the three out dirs (the select
+    # stage's rule: a pick is reported on seeds it was not picked on). The sqrt(d) rows run with --emb_scale=true, as
+    # they were swept; the fresh dirs' summaries hold only the current picks.
     decay=${1:-coupled}
     read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
-    for pass in select fresh; do
-        if [ $pass = select ]; then mapfile -t rows < <(python $tables remedy_top 3 2 "${sweeps[@]}")
-        else mapfile -t rows < <(python $tables remedy_picks "${sweeps[@]/rsweep/rselect}"); fi
+    read -r -a picked <<< "$(remedy_dirs rselect "$decay")"
+    read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
+    mapfile -t top < <(python $tables remedy_top 3 2 "${sweeps[@]}")
+    mapfile -t rows < <(python $tables remedy_widen "${picked[@]}")  # run again, it goes on from every row trained
+    for k in 0 1 2; do
+        rows[$k]=$(printf '%s\n' ${top[$k]//,/ } ${rows[$k]//,/ } | awk '!seen[$0]++' | paste -sd, -)
+    done
+    for widening in 0 1 2 3 4; do
         for k in 0 1 2; do
-            [ -n "${rows[$k]}" ] || continue
-            seeds=$([ $pass = select ] && echo "--seeds=3" || echo "--seed=1342 --seeds=5")
-            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" $seeds ${remedy_flags[$k]} \
-                --warmup_iters=100 --ends_decay="$decay" --out_dir="${sweeps[$k]/rsweep/r$pass}"
+            [ -n "${rows[$k]:-}" ] || continue
+            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 \
+                ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${picked[$k]}"
         done
+        mapfile -t wider < <(python $tables remedy_widen "${picked[@]}")
+        [ "${wider[*]}" = "${rows[*]}" ] && break
+        [ "$widening" = 4 ] && { echo "a pick still lies at its cells' edge after four widenings" >&2; exit 1; }
+        rows=("${wider[@]}")
+    done
+    mapfile -t rows < <(python $tables remedy_picks "${picked[@]}")
+    for k in 0 1 2; do
+        [ -n "${rows[$k]:-}" ] || continue
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seed=1342 --seeds=5 \
+            ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${fresh[$k]}"
     done ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each

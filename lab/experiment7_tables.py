@@ -13,7 +13,9 @@ from its configs rather than typed.
                                                      # gone); an error while a best lies on its edge
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
-    python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' better cell, a line a dir
+    python lab/experiment7_tables.py remedy_widen OUT_DIR...  # those rows, and the next rung beyond any pick
+                                                     # that lies at their edge, a line a dir
+    python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
 
 config/experiment7.sh runs all but the first. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/throughput.flops_per_token, and Muon's Newton-Schulz steps beside them.
@@ -399,6 +401,51 @@ def ranked_families(out_dirs, sweeps=True):
     return untied, tied, sorted(f for f in families if f[2] != 'untied' and f is not tied)
 
 
+def row_name(name, key):
+    """A family's cell as a row: untied's (and pit's) _eX_hY; another's _eX, left unwritten at x1."""
+    if isinstance(key, tuple):
+        return f"{name}_e{key[0]:g}_h{key[1]:g}"
+    return name + (f'_e{key:g}' if key != 1 else '')
+
+
+def beyond_the_pick(cells, pick):
+    """The cells a pick lacks to lie inside those tried at full length: along each rate in which its cells differ
+    (at the pick's other rate), the next rung on a side with none. The select stage tries only a family's two best
+    sweep cells, so its pick can sit at their edge; this widens it as the sweeps widen theirs."""
+    keys = [key if isinstance(key, tuple) else (key,) for key in cells]
+    at = pick if isinstance(pick, tuple) else (pick,)
+    wanted = []
+    for axis, rate in enumerate(at):
+        line = [key[axis] for key in keys if all(math.isclose(a, b) for i, (a, b) in enumerate(zip(key, at))
+                                                 if i != axis)]
+        if len(line) < 2:
+            continue
+        i = min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
+        for side, step in ((min(line) >= rate, -1), (max(line) <= rate, 1)):
+            if side and not 0 <= i + step < len(RUNGS):
+                raise SystemExit(f"a pick at x{rate:g} lies at the end of the rate ladder; extend RUNGS in "
+                                 f"lab/experiment7_tables.py")
+            if side:
+                key = at[:axis] + (RUNGS[i + step],) + at[axis + 1:]
+                wanted.append(key if isinstance(pick, tuple) else key[0])
+    return wanted
+
+
+def remedy_widen(out_dirs):
+    """The select stage widened, a line of rows for each of its out dirs: the rows it trained, then for each family
+    the cells beyond its pick (beyond_the_pick); the same rows again once every pick lies inside."""
+    lines = []
+    for out_dir in out_dirs:
+        if not os.path.exists(summary_path(out_dir)):
+            lines.append('')
+            continue
+        rows, untied, tied, others = sweep_cells(out_dir, committed=True)
+        lines.append(','.join(dict.fromkeys(rows + [row_name(name, key) for name, (cells, best)
+                                                   in best_cells(untied, tied, others).items()
+                                                   for key in beyond_the_pick(cells, best)])))
+    return lines
+
+
 def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     """The select stage's rows, a line for each sweep in out_dirs: untied's best cells (over every sweep that has
     untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
@@ -407,11 +454,7 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     remedies = remedies[:count]
     lines = [[] for _ in out_dirs]
     for _, k, name, rates in [f for f in (untied, tied) if f] + remedies:
-        for key in sorted(rates, key=rates.get)[:cells_each]:
-            if isinstance(key, tuple):
-                lines[k].append(f"{name}_e{key[0]:g}_h{key[1]:g}")
-            else:
-                lines[k].append(name + (f'_e{key:g}' if key != 1 else ''))
+        lines[k] += [row_name(name, key) for key in sorted(rates, key=rates.get)[:cells_each]]
     return [','.join(rows) for rows in lines]
 
 
@@ -433,6 +476,8 @@ def main(argv):
         print(','.join(best_rows(*cells)))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
+    elif command == 'remedy_widen':  # OUT_DIR...: the select stage's rows and the cells beyond each pick, a line a dir
+        print(*remedy_widen(argv[1:]), sep='\n')
     elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir
         print(*remedy_top(len(REMEDY_FAMILIES) + 2, argv[1:], 1, sweeps=False), sep='\n')
     elif command == 'remedy_best':  # OUT_DIR...: of the fresh seeds, untied's best, plain tied's, the best remedy

@@ -250,6 +250,33 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
     assert run_tables(tables, 'remedy_neighbours', *dirs) == '0 shuffle_e30,shuffle_e100,shuffle_e300'
 
 
+def test_a_pick_at_the_edge_of_its_full_length_cells_gets_the_next_rung_until_it_lies_inside(tables, tmp_path):
+    """The select stage tries each family's two best sweep cells; a pick at their edge is widened along the rate its
+    cells differ in (untied along the table's, at its head rate), and once inside nothing more is added."""
+    def select(name, losses):
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        return write_sweep(folder, losses)
+    plain = {'tied_e30': 5.28, 'tied_e100': 5.38, 'proj_e100': 5.13, 'proj_e300': 5.30}
+    untied = {'untied_e300_h10': 4.99, 'untied_e1000_h10': 5.03}
+    dirs = [select('plain', plain), str(tmp_path / 'scaled'), select('untied', untied)]
+    lines = run_tables(tables, 'remedy_widen', *dirs).split('\n')
+    assert lines[0].split(',') == list(plain) + ['tied_e10', 'proj_e30']  # each below its pick, none above
+    assert lines[1] == ''  # a select dir not trained yet has no rows
+    assert lines[2].split(',') == list(untied) + ['untied_e100_h10']  # the head's rate was not varied: held
+    # the new rung wins for tied, loses for proj: tied goes a rung lower again, proj now lies inside
+    plain.update({'tied_e10': 5.20, 'proj_e30': 5.25})
+    untied.update({'untied_e100_h10': 5.01})
+    lines = run_tables(tables, 'remedy_widen', select('plain', plain), dirs[1], select('untied', untied)).split('\n')
+    assert lines[0].split(',') == list(plain) + ['tied_e3']
+    assert lines[2].split(',') == list(untied)  # inside: the same rows, so the stage stops widening
+    # a pick in the middle of three cells is inside on both sides; at the ladder's end it cannot be widened
+    assert tables.beyond_the_pick({3: 5.0, 10: 4.9, 30: 5.1}, 10) == []
+    assert tables.beyond_the_pick({(1, 3): 5.0, (1, 10): 4.9}, (1, 10)) == [(1, 30)]
+    with pytest.raises(SystemExit, match='end of the rate ladder'):
+        tables.beyond_the_pick({tables.RUNGS[0]: 4.0, tables.RUNGS[1]: 5.0}, tables.RUNGS[0])
+
+
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
                                                                                          monkeypatch):
     losses = {row: 5.0 for row in tables.grid_rows('muon')}
