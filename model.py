@@ -7,8 +7,8 @@ transposed, scores them on the way out.
 Architecture (GPT-2 / NanoGPT lineage), read top to bottom: learned token and position embeddings (`emb_scale`:
 tokens times sqrt(d)); pre-norm blocks x + attn(ln(x)), x + mlp(ln(x)); causal self-attention, written out in
 `attend` and run by scaled_dot_product_attention; a 4x GELU MLP; a final LayerNorm, the tie mode's head transform,
-a bias-free head. All initialisation is in `init_weights`. Which optimizer and rate each parameter gets is
-lib/optimizers.py's `configure_optimizers`; sampling is sample.py's `generate`.
+a bias-free head. All initialisation is in `init_weights`; which optimizer and decay each parameter gets, in
+`optimizer_groups` (lib/optimizers.py builds the optimizers and sets the rates); sampling is sample.py's `generate`.
 
 Why tying can hurt (docs/initial-loss.md). Rows w_k of W are i.i.d. N(0, sigma^2): |w_i|^2 ~ d*sigma^2 while
 w_i . w_k ~ 0 for k != i. If the residual branches start at zero (`zero_init_residual`), the network at init is
@@ -143,7 +143,7 @@ class PseudoInverseTie(nn.Module):
     token goes through U S S^-1 U^T = U U^T, the projection onto U's columns, whatever S has learned. The self term
     of (*) at init is d/sqrt(n) where n > d; where n <= d, U U^T = I and pit starts as a copier like plain tying
     (docs/2026-remedies.md). U and L are never decayed; U moves at the shared matrix's rate (--embed_lr), L at
-    the head's (--head_lr: lib/optimizers.configure_optimizers)."""
+    the head's (--head_lr: GPT.optimizer_groups)."""
 
     def __init__(self, d):
         super().__init__()
@@ -372,3 +372,27 @@ class GPT(nn.Module):
 
     def num_params(self):  # the shared matrix counted once: parameters() yields a shared tensor once
         return sum(p.numel() for p in self.parameters())
+
+    def optimizer_groups(self, weight_decay, muon=False):
+        """Which optimizer and decay each parameter gets, as torch's param groups named for their roles, so that
+        lib/optimizers.py can give each its own rate: 'embed' (the token table; when tied the shared matrix, there
+        once), 'head' (an untied head or pit's S; empty while tied), 'matrices', 'gains', and with muon 'muon'.
+        Decay on matrices only, not on biases and norm gains, nor on pit's U and S."""
+        table, head = self.token_embedding_table.weight, self.lm_head.weight
+        # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for maps
+        # between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head row is
+        # no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
+        hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
+        # pit: S (its L) is the head's transform, U S h, and takes the head's rate (--head_lr), apart from U's. U's
+        # rows are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale is
+        # S's to learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md, "pit").
+        pit = [self.pit.lower, self.pit.log_diag] if self.pit is not None else []
+        placed = [table, head, *hidden, *pit]
+        rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in placed)]
+        decayed = [p for p in rest if p.dim() >= 2]
+        ends = 0.0 if pit else weight_decay  # the table's and the head's: --ends_decay may change it (lib/optimizers)
+        return [dict(params=[table], weight_decay=ends, role='embed'),
+                dict(params=pit or ([] if self.is_tied else [head]), weight_decay=ends, role='head'),
+                dict(params=decayed, weight_decay=weight_decay, role='matrices'),
+                dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains'),
+                *([dict(params=hidden, weight_decay=weight_decay, role='muon')] if muon else [])]

@@ -70,7 +70,7 @@ DEFAULTS = dict(
                                     # (tie_mode tied or small_init; the GPT-2 speed-run record unties at 2/3)
     # the optimizer and the learning-rate schedule: linear warmup, then cosine decay to min_lr
     optimizer='adamw',              # adamw; or muon: torch's Muon for the blocks' matrices, AdamW for the rest
-                                    # (lib/optimizers.configure_optimizers)
+                                    # (model.GPT.optimizer_groups)
     learning_rate=1e-3,             # AdamW's peak rate; every other rate follows its schedule, as a fraction of it
     embed_lr=None,                  # the token table's peak rate (the shared matrix's, when tied); None: learning_rate
     head_lr=None,                   # an untied head's peak rate (pit: its S's); None: learning_rate (after

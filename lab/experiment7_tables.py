@@ -55,7 +55,7 @@ GRIDS = {'muon': dict(embed=(3, 10, 30), head=(1, 3, 10), tied=(1, 3, 10, 30)),
 # its edges; sqrt(d) input scaling multiplies what the lookup feeds the blocks by 12.6 at width 160, so its sweep
 # starts at x1. --emb_scale is a flag of the command, not of a row: its rows have a sweep (an out dir) of their own.
 REMEDY_RATES = (30, 100, 300)
-# pit has two rates, its orthonormal U's (the table's) and its S's (the head's: configure_optimizers), swept as untied's
+# pit has two rates, its orthonormal U's (the table's) and its S's (the head's: GPT.optimizer_groups), swept as untied's
 # are: at x30-x1000 with S at the blocks' rate its loss stayed near log n, S grown 2 % in 100 steps, with the logits'
 # whole scale to grow from U's rows, sqrt(d/n) long. U's entries are 1/sqrt(n) ~ 0.007, so its rate starts low.
 PIT_ROWS = [f'pit_e{e:g}_h{h:g}' for e in (0.1, 0.3, 1) for h in (10, 30, 100)]

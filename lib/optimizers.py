@@ -1,6 +1,6 @@
 """The optimizers a run steps: AdamW alone (--optimizer=adamw), or AdamW for the tables, the head and the
-gains with torch's Muon for the blocks' matrices (--optimizer=muon; which parameters go where is decided in
-configure_optimizers, next to its reason). Here: their settings and checks, one object that steps,
+gains with torch's Muon for the blocks' matrices (--optimizer=muon; which parameters go where is decided beside
+the model, in model.GPT.optimizer_groups, next to its reason). Here: their settings and checks, one object that steps,
 clears, saves and loads them together, a peak rate for each role (--embed_lr, --head_lr, --muon_lr) under
 train.py's one schedule, and the untie of --untie_at.
 
@@ -202,67 +202,38 @@ class Optimizers:
         self.adamw.load_state_dict(saved)
 
 
-def configure_optimizers(model, weight_decay, learning_rate, betas, device_type, fused=None, muon=None):
-    """The model's optimizers: [AdamW], or [AdamW, Muon] when muon (the run's settings: muon_lr, muon_momentum,
-    muon_qkv) is given. Decay on matrices only, not on biases and norm gains, nor on pit's U and L.
-    The groups are named for their roles so that each end can have its own rate: 'embed' (the token table, the
-    shared matrix when tied: there once), 'head' (pit's L) (an untied head; empty while tied), 'matrices', 'gains'."""
-    table, head = model.token_embedding_table.weight, model.lm_head.weight
-    # Muon orthogonalises each update (Newton-Schulz), moving every direction of a matrix alike: meant for
-    # maps between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head
-    # row is no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
-    hidden = [p for block in model.blocks for p in block.parameters() if p.dim() == 2] if muon else []
-    # pit: S (its L) is the head's transform, U S h, and takes the head's rate (--head_lr), apart from U's. U's rows
-    # are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale is S's to
-    # learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md, "--tie_mode=pit").
-    pit = [model.pit.lower, model.pit.log_diag] if model.pit is not None else []
-    rest = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in [table, head, *hidden, *pit])]
-    decayed = [p for p in rest if p.dim() >= 2]
-    groups = [dict(params=[table], weight_decay=0.0 if pit else weight_decay, role='embed'),
-              dict(params=pit if pit else [] if model.is_tied else [head], weight_decay=0.0 if pit else weight_decay,
-                   role='head'),
-              dict(params=decayed, weight_decay=weight_decay, role='matrices'),
-              dict(params=[p for p in rest if all(p is not q for q in decayed)], weight_decay=0.0, role='gains')]
+def build_optimizer(raw_model, cfg, device_type, fused=None):
+    """The run's optimizers as one: AdamW for the model's groups (GPT.optimizer_groups, which says which parameter
+    goes where and why), and with --optimizer=muon torch's Muon for the blocks' matrices. --ends_decay sets the
+    decay of the token table and an untied head; set_rates, every step, each group's rate."""
+    muon = cfg.get('optimizer', 'adamw') == 'muon'
+    groups = raw_model.optimizer_groups(cfg['weight_decay'], muon)
+    form, peaks, lr = cfg.get('ends_decay', 'coupled'), peak_rates(cfg), cfg['learning_rate']
+    for group in groups:  # per_step: weight_decay over the end's multiple of learning_rate, a step's decay as at x1
+        if group['role'] in ('embed', 'head') and group['weight_decay'] and form != 'coupled':
+            multiple = peaks[group['role']] / lr if lr > 0 else 1.0
+            group['weight_decay'] = 0.0 if form == 'none' else cfg['weight_decay'] / multiple
     if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
         fused = device_type in ('cpu', 'cuda', 'mps')
-    adamw = torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+    adamw = torch.optim.AdamW([group for group in groups if group['role'] != 'muon'], lr=lr,
+                              betas=(cfg['beta1'], cfg['beta2']), fused=fused)
     if not muon:
-        return [adamw]
+        return Optimizers([adamw])
     # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
     # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
-    maps = {block.attn.c_attn.weight: 3 for block in model.blocks} if muon.get('muon_qkv', 'split') == 'split' else None
+    split = cfg.get('muon_qkv', 'split') == 'split'
+    maps = {block.attn.c_attn.weight: 3 for block in raw_model.blocks} if split else None
     # Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16, in float32 on one that emulates it
     float32 = device_type == 'cpu' and not cpu_has_native_bf16()
-    return [adamw, SlicedMuon([dict(params=hidden, role='muon')], maps=maps, float32=float32, lr=muon['muon_lr'],
-                              momentum=muon['muon_momentum'], weight_decay=weight_decay,
-                              adjust_lr_fn=MUON_LR_ADJUSTMENT)]
-
-
-def build_optimizer(raw_model, cfg, device_type, fused=None):
-    """The run's optimizers, with their groups at the rates of iteration 0's schedule set by set_rates."""
-    muon = cfg if cfg.get('optimizer', 'adamw') == 'muon' else None
-    optimizer = Optimizers(configure_optimizers(raw_model, cfg['weight_decay'], cfg['learning_rate'],
-                                                (cfg['beta1'], cfg['beta2']), device_type, fused=fused, muon=muon))
-    set_ends_decay(optimizer, cfg)
-    return optimizer
-
-
-def set_ends_decay(optimizer, cfg):
-    """--ends_decay: the decay coefficient of the token table's group and the head's (an untied head, or the one
-    --untie_at will fill). A group made without decay (pit's U) stays without. 'per_step' divides weight_decay by
-    the end's multiple of learning_rate, so lr * weight_decay, the decay a step, is what it is at x1."""
-    form, peaks, lr = cfg.get('ends_decay', 'coupled'), peak_rates(cfg), cfg['learning_rate']
-    for group in optimizer.adamw.param_groups:
-        if group['role'] not in ('embed', 'head') or group['weight_decay'] == 0 or form == 'coupled':
-            continue
-        multiple = peaks[group['role']] / lr if lr > 0 else 1.0
-        group['weight_decay'] = 0.0 if form == 'none' else cfg['weight_decay'] / multiple
+    muon = SlicedMuon([group for group in groups if group['role'] == 'muon'], maps=maps, float32=float32,
+                      lr=cfg['muon_lr'], momentum=cfg['muon_momentum'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
+    return Optimizers([adamw, muon])
 
 
 # ---------------------------------------------------------------- a rate for each role
 
 def peak_rates(cfg):
-    """The peak rate of each group's role (configure_optimizers names them). The token table, and the shared
+    """The peak rate of each group's role (GPT.optimizer_groups names them). The token table, and the shared
     matrix when tied: --embed_lr; an untied head: --head_lr, which after --untie_at defaults to the shared
     matrix's rate (the copy goes on as it went); Muon's matrices: --muon_lr; the rest: --learning_rate."""
     lr = cfg['learning_rate']

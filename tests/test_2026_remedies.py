@@ -14,7 +14,7 @@ from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from export import pit_matrices
 from lib.probes import GradSources
 from model import GPT, GPTConfig
-from lib.optimizers import build_optimizer, configure_optimizers, set_rates
+from lib.optimizers import build_optimizer, set_rates
 
 TALL = dict(vocab_size=96, n_embd=32, n_layer=1, n_head=2, block_size=16)   # n > d: orthonormal columns
 WIDE = dict(vocab_size=20, n_embd=32, n_layer=1, n_head=2, block_size=16)   # n <= d: orthonormal rows
@@ -22,7 +22,7 @@ WIDE = dict(vocab_size=20, n_embd=32, n_layer=1, n_head=2, block_size=16)   # n 
 
 def steps(model, n_steps, seed=0, lr=3e-2, grad_clip=0.0, batches=2):
     """n_steps of AdamW through train.training_step (the function train.py runs), random tokens."""
-    (optimizer,) = configure_optimizers(model, 0.1, lr, (0.9, 0.99), 'cpu')
+    optimizer = build_optimizer(model, dict(weight_decay=0.1, learning_rate=lr, beta1=0.9, beta2=0.99), 'cpu').adamw
     scaler = torch.amp.GradScaler('cpu', enabled=False)
     generator = torch.Generator().manual_seed(seed)
     n, T = model.config.vocab_size, model.config.block_size
@@ -64,7 +64,7 @@ def test_pit_decodes_every_token_back_to_itself_through_u_s_s_inverse_u_t(shape)
 
 def test_pit_excludes_u_and_l_from_weight_decay():
     model = GPT(GPTConfig(tie_mode='pit', **TALL))
-    (optimizer,) = configure_optimizers(model, 0.1, 1e-3, (0.9, 0.99), 'cpu')
+    optimizer = build_optimizer(model, dict(weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99), 'cpu')
     decayed = [p for group in optimizer.param_groups if group['weight_decay'] > 0 for p in group['params']]
     assert all(p is not model.token_embedding_table.weight and p is not model.pit.lower for p in decayed)
     assert any(p is model.blocks[0].mlp.c_fc.weight for p in decayed)

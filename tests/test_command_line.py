@@ -286,6 +286,6 @@ def test_help_shows_each_keys_meaning_from_where_its_default_is_written():
     assert 'runs side by side, each a process with its share of the cores' in lines['--jobs']
     # a key ablate takes from train.py, with its continuation line and its choices
     assert "gpt2-medium, gpt2-large" not in result.stdout  # init_from is decided by ablate.py, not offered
-    assert 'adamw; or muon' in lines['--optimizer'] and '(lib/optimizers.configure_optimizers)' in lines['--optimizer']
+    assert 'adamw; or muon' in lines['--optimizer'] and '(model.GPT.optimizer_groups)' in lines['--optimizer']
     assert lines['--optimizer'].endswith('one of: adamw, muon')
     assert lines['--max_iters'].split(None, 1)[1] == 'optimizer steps in all'

@@ -11,11 +11,11 @@ import torch
 from lib import prepared_data
 from lib.run_files import load_checkpoint
 from lib.training_run import param_breakdown
-from lib.optimizers import Optimizers, untie_head
+from lib.optimizers import untie_head
 import train
 from conftest import assert_one_line_error, run_in_process, tiny_train_args
 from model import GPT, GPTConfig
-from lib.optimizers import configure_optimizers
+from lib.optimizers import build_optimizer
 
 # train.py's default char shape with a large sigma = 1/sqrt(d) and identity blocks: the self term of
 # (*) is d*sigma*s/sqrt(s^2 + 1) = 11.27 with s = sqrt(d) (emb_scale), far above log n.
@@ -99,7 +99,7 @@ def test_untie_keeps_the_logits_and_adds_n_times_d_parameters():
 def test_untie_copies_the_adamw_state_of_the_shared_matrix():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32, tie_mode='tied'))
-    optimizer = Optimizers(configure_optimizers(model, 0.1, 1e-3, (0.9, 0.99), 'cpu'))
+    optimizer = build_optimizer(model, dict(weight_decay=0.1, learning_rate=1e-3, beta1=0.9, beta2=0.99), 'cpu')
     for _ in range(3):
         _, loss = model(torch.randint(50, (2, 16)), torch.randint(50, (2, 16)))
         loss.backward()

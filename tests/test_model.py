@@ -12,7 +12,7 @@ from lib.memory import memory_floor
 from lib.throughput import flops_per_token
 from lib.training_run import param_breakdown
 from model import GPT, GPTConfig, TIE_MODES
-from lib.optimizers import configure_optimizers
+from lib.optimizers import build_optimizer
 from sample import generate
 
 TIED_MODES = [m for m in TIE_MODES if m != 'untied']
@@ -314,8 +314,9 @@ def test_the_written_out_attention_computes_what_the_fused_kernel_does():
 
 def test_the_optimizer_is_fused_on_cpu_and_steps_like_the_loop_version():
     models = [make(), make()]
-    (fused,) = configure_optimizers(models[0], 0.1, 1e-2, (0.9, 0.99), 'cpu')
-    (loop,) = configure_optimizers(models[1], 0.1, 1e-2, (0.9, 0.99), 'cpu', fused=False)
+    adamw = dict(weight_decay=0.1, learning_rate=1e-2, beta1=0.9, beta2=0.99)
+    fused = build_optimizer(models[0], adamw, 'cpu').adamw
+    loop = build_optimizer(models[1], adamw, 'cpu', fused=False).adamw
     assert fused.defaults['fused'] and not loop.defaults['fused']
     idx = torch.randint(SMALL['vocab_size'], (4, SMALL['block_size']))
     for model, optimizer in zip(models, (fused, loop)):

@@ -18,7 +18,7 @@ from lib.command_line import UserError
 from lib.device import autocast_context, pick_pad_vocab
 from lib.run_files import read_metrics
 from model import GPT, GPTConfig, TIE_MODES
-from lib.optimizers import configure_optimizers
+from lib.optimizers import build_optimizer
 from sample import generate
 
 N = 50  # real rows; 64 with padding, so 14 padded columns would take a quarter of the probability at init
@@ -46,7 +46,7 @@ def model(mode, pad, **overrides):
 
 def train_steps(m, steps=3):
     """A few AdamW steps with pit's retraction, as train.py takes them; returns the last step's logits and loss."""
-    optimizer = configure_optimizers(m, 0.1, 1e-2, (0.9, 0.99), 'cpu')[0]
+    optimizer = build_optimizer(m, dict(weight_decay=0.1, learning_rate=1e-2, beta1=0.9, beta2=0.99), 'cpu')
     generator = torch.Generator().manual_seed(1)
     for _ in range(steps):
         idx = torch.randint(N, (4, SHAPE['block_size'] + 1), generator=generator)

@@ -34,7 +34,8 @@ def test_train_py_is_at_most_365_lines():
 
 def test_one_step_reads_in_three_files_and_the_checkpoint_in_train_py():
     # The batch, the rate's schedule, the autocast, the forward and backward, the clip and the step: train.py, with
-    # the model's forward in model.py and the groups and their rates in lib/optimizers.py, nothing else.
+    # the model's forward and its optimizer groups in model.py (as NanoGPT's configure_optimizers) and the rates in
+    # lib/optimizers.py, nothing else.
     tree = ast.parse(source('train.py'))
     defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     assert {'get_batch', 'next_batches', 'get_lr', 'training_step', 'checkpoint', 'restore'} <= defined
@@ -43,6 +44,10 @@ def test_one_step_reads_in_three_files_and_the_checkpoint_in_train_py():
     step_names = {'build_optimizer', 'set_rates', 'get_batch', 'GPT'}
     sources = {name: module for module, names in our_imports(tree).items() for name in names if name in step_names}
     assert set(sources.values()) <= {'lib.optimizers', 'model'}, sources
+    # which parameter goes to which optimizer is the model's to say, as in NanoGPT: no group is made in lib/
+    assert function(ast.parse(source('model.py')), 'optimizer_groups')
+    assert not [ast.unparse(node) for node in ast.walk(ast.parse(source('lib/optimizers.py')))
+                if isinstance(node, ast.Call) and any(keyword.arg == 'role' for keyword in node.keywords)]
     # what ckpt.pt holds is the dict checkpoint() returns, each key a reader sees there; Run only writes it
     saved = function(tree, 'checkpoint')
     returned = next(node.value for node in ast.walk(saved) if isinstance(node, ast.Return))
