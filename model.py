@@ -384,8 +384,9 @@ class GPT(nn.Module):
         # no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
         hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
         # pit: S (its L) is the head's transform, U S h, and takes the head's rate (--head_lr), apart from U's. U's
-        # rows are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale is
-        # S's to learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md, "pit").
+        # rows are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale
+        # is S's to learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md,
+        # "--tie_mode=pit").
         pit = [self.pit.lower, self.pit.log_diag] if self.pit is not None else []
         placed = [table, head, *hidden, *pit]
         rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in placed)]
