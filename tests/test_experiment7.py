@@ -478,7 +478,8 @@ README_QUOTES = {
          'its best', None, 'Under AdamW'),
         ('plain tied (×30) {adamw_fresh_tied}, `proj` (×100) {adamw_fresh_proj}, √d tied (×10) '
          '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
-         'Each remedy at its own rate against untied at w160')],
+         'Each remedy at its own rate against untied at w160'),
+        ('plain tied (×30) {depth4_tied} and `proj` with √d (×10) {depth4_proj_sqrt_d}', None, 'At 4 layers')],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -506,6 +507,9 @@ DOC_QUOTES = {
         [('{adamw_fresh_proj_sqrt_d} against untied', None, None),
          ('plain tying costs {adamw_fresh_tied}', None, None),
          ('√d input scaling alone {adamw_fresh_tied_sqrt_d}, `proj` alone {adamw_fresh_proj}', None, None)],
+    "**The remedy removes the depth's part of plain tying's cost":
+        [('plain tying costs {depth4_tied} at 4 layers', None, None),
+         ('leaves {depth4_proj_sqrt_d} at 4 layers', None, None)],
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
@@ -536,6 +540,9 @@ def claim_18_and_19_numbers(results):
         family = cells[0].replace('`', '').replace(', √d input scaling', '_sqrt_d')
         if family != 'untied' and cells[3] != '–':
             numbers[f'adamw_fresh_{family}'] = INTERVAL.search(cells[3]).group()
+    for row in results.remedies.depth_table(results.RESULTS)[2:3]:  # 4 layers: plain tying's cost, the remedy's
+        cells = row.strip('| ').split(' | ')
+        numbers['depth4_tied'], numbers['depth4_proj_sqrt_d'] = (INTERVAL.search(cell).group() for cell in cells[-3:-1])
     for row in results.prediction():
         if row.startswith(('| muon', '| adamw')):
             cells = row.strip('| ').split(' | ')
