@@ -54,8 +54,9 @@ def sweep_table(results):
 
 
 def selection_table(results):
-    """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds, its
-    pick (the lower mean), and that pick on five fresh seeds that played no part in choosing, minus untied's pick
+    """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds (and
+    the rungs the select stage added beyond a pick at their edge), its pick (the lowest mean), and that pick on five
+    fresh seeds that played no part in choosing, minus untied's pick
     and plain tied's on the same seeds (paired: a seed gives every run its data order and evaluation batches).
     A family's row appears once its select stage is committed; its fresh columns stay '–' until its fresh seeds
     are, and so does a cost against a pick whose fresh seeds are not. Best first: by the fresh seeds once every
@@ -74,7 +75,7 @@ def selection_table(results):
     untied = next((reported(k, cells) for k, name, cells in families if name == 'untied'), None)
     tied = next((reported(k, cells) for k, name, cells in families if name == 'tied' and k == 0), None)
     final = all(reported(k, cells) for k, _, cells in families)
-    lines = ['| family | its two cells, three seeds, full length | five fresh seeds | − untied\'s pick | '
+    lines = ['| family | the cells it tried, three seeds, full length | five fresh seeds | − untied\'s pick | '
              '− plain tied\'s pick |', '|---|---|---:|---:|---:|']
     by_pick = lambda f: row_loss((fresh if final else picked)[f[0]]['modes'][f[2][0]])  # a diverged pick: last
     for k, name, cells in sorted(families, key=by_pick):
