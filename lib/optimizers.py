@@ -138,6 +138,19 @@ class SlicedMuon(torch.optim.Muon):
         self.maps = maps or {}  # parameter -> number of maps stacked along its rows
         self.float32 = float32
 
+    @classmethod
+    def for_blocks(cls, model, groups, cfg, device_type):
+        """Muon for the blocks' matrices (GPT.optimizer_groups' last group, 'muon') at --muon_lr and --muon_momentum."""
+        # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
+        # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
+        split = cfg.get('muon_qkv', 'split') == 'split'
+        maps = {block.attn.c_attn.weight: 3 for block in model.blocks} if split else None
+        # Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16, in float32 on one that
+        # emulates it
+        float32 = device_type == 'cpu' and not cpu_has_native_bf16()
+        return cls(groups, maps=maps, float32=float32, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
+                   adjust_lr_fn=MUON_LR_ADJUSTMENT)
+
     def orthogonalise(self, update, group):
         if self.float32:
             return newton_schulz(update.float(), group['ns_coefficients'], group['ns_steps'], group['eps'])
@@ -219,15 +232,7 @@ def build_optimizer(raw_model, cfg, device_type, fused=None):
                               betas=(cfg['beta1'], cfg['beta2']), fused=fused)
     if not muon:
         return Optimizers([adamw])
-    # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
-    # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
-    split = cfg.get('muon_qkv', 'split') == 'split'
-    maps = {block.attn.c_attn.weight: 3 for block in raw_model.blocks} if split else None
-    # Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16, in float32 on one that emulates it
-    float32 = device_type == 'cpu' and not cpu_has_native_bf16()
-    muon = SlicedMuon([group for group in groups if group['role'] == 'muon'], maps=maps, float32=float32,
-                      lr=cfg['muon_lr'], momentum=cfg['muon_momentum'], adjust_lr_fn=MUON_LR_ADJUSTMENT)
-    return Optimizers([adamw, muon])
+    return Optimizers([adamw, SlicedMuon.for_blocks(raw_model, groups[-1:], cfg, device_type)])
 
 
 # ---------------------------------------------------------------- a rate for each role
