@@ -332,9 +332,14 @@ def family_cells(info, key='val_loss_all'):
             for name, cells in families.items()}
 
 
+def rung_index(rate):
+    """The index in RUNGS of the rung nearest the rate."""
+    return min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
+
+
 def neighbours(rate):
     """The rate and the rungs either side of it."""
-    i = min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
+    i = rung_index(rate)
     return RUNGS[max(0, i - 1):i + 2]
 
 
@@ -420,7 +425,7 @@ def beyond_the_pick(cells, pick):
                                                  if i != axis)]
         if len(line) < 2:
             continue
-        i = min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
+        i = rung_index(rate)
         for side, step in ((min(line) >= rate, -1), (max(line) <= rate, 1)):
             if side and not 0 <= i + step < len(RUNGS):
                 raise SystemExit(f"a pick at x{rate:g} lies at the end of the rate ladder; extend RUNGS in "
