@@ -27,9 +27,9 @@ from lib.device import process_group
 from lib.interventions import Instruments
 from lib.optimizers import build_optimizer, set_rates
 from lib.prepared_data import load_splits
-from lib.probes import copy_probe
+from lib.probes import copy_probe, copying_share
 from lib.progress import start_line, training_progress
-from lib.throughput import Throughput, flops_per_token
+from lib.throughput import Throughput
 from lib.training_run import Run, parse_settings
 from model import GPT, MODEL_KEYS
 
@@ -167,17 +167,10 @@ def estimate_loss(model, splits, cfg, ctx, device):
 
 # ---------------------------------------------------------------- one optimizer step
 
-class NonFiniteLoss(Exception):
-    def __init__(self, value):
-        super().__init__(f"non-finite loss {value}")
-        self.value = value
-
-
 def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False):
-    """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward, backward,
-    clip, step. Returns the last micro-batch's loss and the gradient norm before clipping (None where neither
-    clipping nor measure_norm asks for it), as tensors: no wait for the device. With check_finite, a non-finite
-    loss raises NonFiniteLoss before the step, so no NaN reaches the weights. bench.py times this function."""
+    """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward, backward, clip, step.
+    Returns the last micro-batch's loss and the pre-clip gradient norm (None unless clipping or measure_norm ask), as
+    tensors: no wait for the device. check_finite: a non-finite loss raises FloatingPointError, the step not taken."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
     for i, (x, y) in enumerate(batches):
         with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
@@ -186,7 +179,7 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
             scaler.scale(loss / len(batches)).backward()  # scale: float16's loss scaling, else a no-op
     loss = loss.detach()
     if check_finite and not math.isfinite(value := loss.item()):
-        raise NonFiniteLoss(value)
+        raise FloatingPointError(value)
     grad_norm = None
     if grad_clip > 0 or measure_norm:
         scaler.unscale_(optimizer)
@@ -210,7 +203,7 @@ def wrap(raw_model, proc):
 
 # ---------------------------------------------------------------- the checkpoint
 
-def checkpoint(raw_model, optimizer, data_generator, cfg, meta, iter_num, best_val_loss, fingerprint):
+def checkpoint(raw_model, optimizer, batch_order, cfg, meta, iter_num, best_val_loss, fingerprint):
     """ckpt.pt: everything an exact resume needs, restore() below putting each piece back. lib/training_run.py's
     Run writes it whole or not at all (a temporary file, then a rename), at every evaluation and on Ctrl-C; best.pt
     holds its first four keys, the weights at the lowest validation loss."""
@@ -223,19 +216,19 @@ def checkpoint(raw_model, optimizer, data_generator, cfg, meta, iter_num, best_v
         config=dict(cfg),                           # the settings: a resume checks its own against them
         iter_num=iter_num,
         best_val_loss=best_val_loss,
-        rng={'torch': torch.get_rng_state(), 'data': data_generator.get_state(),  # dropout's and the batches'
+        rng={'torch': torch.get_rng_state(), 'data': batch_order.get_state(),  # dropout's and the batches'
              'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         data_fingerprint=fingerprint,               # a CRC of every window drawn: the resumed order is the same
     )
 
 
-def restore(ckpt, raw_model, optimizer, data_generator):
+def restore(ckpt, raw_model, optimizer, batch_order):
     """A resume: the weights, the optimizer's state and every random generator exactly as checkpoint() saved
     them. Returns (iter_num, best_val_loss, data fingerprint) to go on from."""
     raw_model.load_state_dict(ckpt['model'])        # copies into the existing Parameters: the tie survives
     optimizer.load_state_dict(ckpt['optimizer'])
     torch.set_rng_state(ckpt['rng']['torch'].cpu())
-    data_generator.set_state(ckpt['rng']['data'].cpu())
+    batch_order.set_state(ckpt['rng']['data'].cpu())
     if torch.cuda.is_available() and ckpt['rng']['cuda']:
         torch.cuda.set_rng_state_all([state.cpu() for state in ckpt['rng']['cuda']])
     return ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
@@ -269,12 +262,12 @@ def train(cfg, progress=None):
             optimizer = build_optimizer(raw_model, cfg, device.split(':')[0])
         # The training batches have a generator of their own: every tie mode sees the same data order for a
         # seed, whatever its initialisation drew from the global one. Ranks draw different batches.
-        data_generator = torch.Generator().manual_seed(cfg['seed'] + proc.rank)
+        batch_order = torch.Generator().manual_seed(cfg['seed'] + proc.rank)
         iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
         if run.ckpt is not None:  # --init_from=resume; a checkpoint that does not fit is one line
             with run.restoring():
-                iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, data_generator)
-        run.checkpoint = partial(checkpoint, raw_model, optimizer, data_generator, cfg, meta)  # what Run saves
+                iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, batch_order)
+        run.checkpoint = partial(checkpoint, raw_model, optimizer, batch_order, cfg, meta)  # what Run saves
         model = wrap(raw_model, proc)
         scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(proc.dtype == 'float16'))
         instruments = Instruments(raw_model, optimizer, scaler, cfg)
@@ -284,7 +277,7 @@ def train(cfg, progress=None):
         if master and progress is None:
             run.print_header(splits, raw_model, tokens_per_iter)
         bar = progress or training_progress(cfg['max_iters'], iter_num, cfg['tie_mode'], master and cfg['progress'])
-        speed, last = Throughput(flops_per_token(raw_model, cfg['block_size']), device, proc.dtype), {}
+        speed, last = Throughput(raw_model, cfg['block_size'], device, proc.dtype), {}
         start, copying = None, None  # the first evaluation's val loss; the copy probe while the head still copies
 
         with run.guarded(lambda: iter_num) as interrupted, (nullcontext() if progress else bar):
@@ -301,11 +294,10 @@ def train(cfg, progress=None):
                                **{key: f"{value:.4g}" for key, value in probe.items()})
                     best_val_loss = run.evaluated(iter_num, last, best_val_loss, fingerprint)
                     # the lesson on the console: the start beside log n and (*); the copy probe while the head copies
-                    copies = probe['copy_prob'] > 3 * max(probe['repeat_rate'], 1 / raw_model.config.vocab_size)
-                    copying = probe['copy_prob'] if copies else None
-                    if iter_num == 0 and run.pretrained is None and master and progress is None:
+                    copying = copying_share(probe, raw_model.config.vocab_size)
+                    if iter_num == 0 and run.pretrained is None and progress is None:
                         start = last['val']
-                        bar.write(start_line(raw_model.config, cfg['tie_mode'], start, probe, copies))
+                        bar.write(start_line(raw_model.config, cfg['tie_mode'], start, probe, copying))
                 if iter_num >= cfg['max_iters'] or interrupted:
                     if row:
                         run.log(row, iter_num, lr, speed.last, speed.elapsed(), fingerprint)
@@ -314,18 +306,14 @@ def train(cfg, progress=None):
                     model = wrap(raw_model, proc)
 
                 # one optimizer step over the micro-batches of gradient accumulation
-                batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, data_generator, device,
-                                                    fingerprint)
+                batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, batch_order, device, fingerprint)
                 logging_now = iter_num % cfg['log_interval'] == 0
-                try:
-                    with instruments.watching(logging_now or iter_num % cfg['eval_interval'] == 0):
-                        # The loss's value on the host is free on a CPU, a wait on a GPU, so checked there only
-                        # when logging; the evaluations' check keeps broken weights out of any checkpoint.
-                        step_loss, grad_norm = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
-                                                             check_finite=device == 'cpu' or logging_now,
-                                                             measure_norm=logging_now or bool(row))
-                except NonFiniteLoss as e:
-                    raise run.non_finite('loss', e.value, iter_num) from None
+                with instruments.watching(logging_now or iter_num % cfg['eval_interval'] == 0):
+                    # The loss reaches the host free on a CPU, at a wait on a GPU, so it is checked there only when
+                    # logging (run.guarded ends a non-finite one); the evaluations' check keeps NaN from checkpoints.
+                    step_loss, grad_norm = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
+                                                         check_finite=device == 'cpu' or logging_now,
+                                                         measure_norm=logging_now or bool(row))
                 sources = instruments.after_step()  # pit's retraction; the gradient sources on a probed step
                 speed.add(tokens_per_iter)
 
@@ -335,9 +323,8 @@ def train(cfg, progress=None):
                     row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}",
                                **(dict(grad_in=f"{sources[0]:.4g}", grad_out=f"{sources[1]:.4g}") if sources else {}))
                     run.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
-                    copy = {} if copying is None else dict(copy=f"{100 * copying:.0f}%")
-                    bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val'), **copy),
-                                    refresh=False)
+                    bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val'),
+                                                  copy=copying), refresh=False)
                 iter_num += 1
                 bar.update(1)
             if interrupted and iter_num < cfg['max_iters']:

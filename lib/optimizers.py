@@ -226,13 +226,12 @@ def build_optimizer(raw_model, cfg, device_type, fused=None):
         if group['role'] in ('embed', 'head') and group['weight_decay'] and form != 'coupled':
             multiple = peaks[group['role']] / lr if lr > 0 else 1.0
             group['weight_decay'] = 0.0 if form == 'none' else cfg['weight_decay'] / multiple
-    if fused is None:  # one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
-        fused = device_type in ('cpu', 'cuda', 'mps')
+    # fused: one kernel for all tensors, not ~10 small ops each: 5 % of a CPU step (docs/performance.md)
+    fused = device_type in ('cpu', 'cuda', 'mps') if fused is None else fused
     adamw = torch.optim.AdamW([group for group in groups if group['role'] != 'muon'], lr=lr,
                               betas=(cfg['beta1'], cfg['beta2']), fused=fused)
-    if not muon:
-        return Optimizers([adamw])
-    return Optimizers([adamw, SlicedMuon.for_blocks(raw_model, groups[-1:], cfg, device_type)])
+    matrices_muon = [SlicedMuon.for_blocks(raw_model, groups[-1:], cfg, device_type)] if muon else []
+    return Optimizers([adamw, *matrices_muon])
 
 
 # ---------------------------------------------------------------- a rate for each role

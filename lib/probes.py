@@ -21,6 +21,12 @@ def copy_probe(logits, idx, targets):
                 self_margin=(self_logit - logits.mean(-1)).mean().item())
 
 
+def copying_share(probe, vocab_size):
+    """copy_prob while the head copies its input, else None: copying is giving the current token three times what
+    the text's repeats, or a uniform guess, would earn it (plain tying's start does; a trained model does not)."""
+    return probe['copy_prob'] if probe['copy_prob'] > 3 * max(probe['repeat_rate'], 1 / vocab_size) else None
+
+
 class GradSources:
     """Where the shared matrix's gradient comes from (docs/2026-remedies.md, "`grad_in` and `grad_out`"), for one
     optimizer step: grad_in, the norm of the part that comes through the input lookup, and grad_out, the norm of the

@@ -52,11 +52,10 @@ def training_progress(total, initial, desc, enabled):
 def start_line(config, tie_mode, val_loss, probe, copying):
     """train.py's first line of a fresh run: its first evaluation beside what it means. A uniform guess scores log n,
     (*) predicts this mode's start (docs/initial-loss.md), and the copy probe says whether the head copies its input
-    (copying: it gives the current token three times what the text's repeats or a uniform guess would), as plain
-    tying's does."""
+    (copying: lib/probes.copying_share's, None where it does not), as plain tying's does."""
     from lib.init_loss_formula import predicted_initial_loss  # here, not above: both import torch, and prepare.py
     from model import TIE_MODES                                # (through lib/corpus.py) must start without it
-    why = "the head copies its input, the current token scoring far above every other" if copying \
+    why = "the head copies its input, the current token scoring far above every other" if copying is not None \
         else TIE_MODES[tie_mode].what
     return (f"start: val loss {val_loss:.2f} against log n = {math.log(config.vocab_size):.2f} for a uniform guess; "
             f"(*) predicts {predicted_initial_loss(config):.2f} for {tie_mode}: {why}; {100 * probe['copy_prob']:.0f} % "

@@ -27,11 +27,11 @@ class Throughput:
     """Tokens per second over logging windows, with evaluation time paused out of them, and the
     MFU they mean on a GPU whose datasheet peak is known."""
 
-    def __init__(self, flops_per_token=None, device='cpu', dtype='float32'):
+    def __init__(self, model=None, block_size=None, device='cpu', dtype='float32'):
         self.started = time.time()
         self.window_start, self.window_tokens, self.rates = time.perf_counter(), 0, []
         self.last = 0.0
-        self.flops_per_token = flops_per_token
+        self.flops_per_token = flops_per_token(model, block_size) if model is not None else None
         self.peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
 
     def elapsed(self):
@@ -57,12 +57,14 @@ class Throughput:
     def median(self):
         return statistics.median(self.rates) if self.rates else 0.0
 
-    def postfix(self, val=None, **shown):
-        """What the progress bar shows after the last window: the given values, tokens/s, the
-        latest validation loss (if any) and the MFU (on a known GPU)."""
+    def postfix(self, val=None, copy=None, **shown):
+        """What the progress bar shows after the last window: the given values, tokens/s, the latest validation
+        loss and the copy probe's share (if any), and the MFU (on a known GPU)."""
         shown['tok_s'] = f"{self.last:,.0f}"
         if val is not None:
             shown['val'] = f"{val:.4f}"
+        if copy is not None:
+            shown['copy'] = f"{100 * copy:.0f}%"
         if self.peak and self.flops_per_token:
             shown['mfu'] = f"{100 * self.flops_per_token * self.last / self.peak:.1f}%"
         return shown

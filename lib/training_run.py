@@ -255,8 +255,9 @@ class Run:
     @contextmanager
     def guarded(self, iteration):
         """The loop runs inside this; iteration() is the one it is at. Ctrl-C sets the flag this yields (the loop
-        saves, then stops); running out of memory is one line; metrics.csv is closed whatever happens. A
-        checkpoint is only ever replaced whole, so whatever stops the run, the last one is kept."""
+        saves, then stops); running out of memory is one line, and so is a non-finite loss (Diverged, with what to
+        try); metrics.csv is closed whatever happens. A checkpoint is only ever replaced whole, so whatever stops the
+        run, the last one is kept."""
         first = iteration()
         with ExitStack() as stack:
             stack.callback(self._close_metrics)
@@ -266,6 +267,8 @@ class Run:
                 f"{batch_memory_advice(self.cfg)}; {self.kept()}")))
             try:
                 yield interrupted
+            except FloatingPointError as e:  # train.training_step's non-finite loss, the step not taken: its value
+                raise self.non_finite('loss', e.args[0], iteration()) from None
             except Exception as e:  # the first compiled step builds the kernels: a failure there is one line
                 if self.proc.compile and iteration() == first and (reason := compile_failure(e)):
                     raise UserError(f"{reason}; use --compile=false") from None
