@@ -503,13 +503,14 @@ DOC_QUOTES = {
     '* **At w160 it loses by the same amount**':
         [('{deeper_w160_untied} with 30 tied layers (12.34 M) against 20 untied', None, None),
          ('({deeper_w160_tied})', None, 'Against the 20-layer tied model')],
-    '**On the fresh seeds, `proj` with √d input scaling costs nothing measurable':
-        [('{adamw_fresh_proj_sqrt_d} against untied', None, None),
+    '**On the fresh seeds, `proj` with √d input scaling ends a little below untied':
+        [('ends a little below untied: {adamw_fresh_proj_sqrt_d}', None, None),
          ('plain tying costs {adamw_fresh_tied}', None, None),
          ('√d input scaling alone {adamw_fresh_tied_sqrt_d}, `proj` alone {adamw_fresh_proj}', None, None)],
     "**The remedy removes the depth's part of plain tying's cost":
         [('plain tying costs {depth4_tied} at 4 layers', None, None),
-         ('leaves {depth4_proj_sqrt_d} at 4 layers', None, None)],
+         ('leaves {depth4_proj_sqrt_d} at 4 layers', None, None),
+         ('ends below untied at 20 ({adamw_fresh_proj_sqrt_d})', None, None)],
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
