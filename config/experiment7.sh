@@ -25,6 +25,8 @@
 #                                                 # lies inside; the pick on five fresh seeds
 #   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
 #                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
+#   bash config/experiment7.sh remedy_untied_sqrt_d [coupled|per_step]  # untied with sqrt(d) input scaling through
+#                                                 # the select stage's rule: is proj with sqrt(d)'s edge sqrt(d)'s?
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
 #                                                 # swept, then five seeds paired with that size's untied and tied
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
@@ -213,6 +215,25 @@ remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the th
         python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seed=1342 --seeds=5 \
             ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${fresh[$k]}"
     done ;;
+remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(d) input scaling through the select
+    # stage's rule on its own (its two best cells of the sqrt(d) sweep on three seeds at full length, widened until its
+    # pick lies inside, then that pick on five fresh seeds), so that proj with sqrt(d)'s edge over untied is told
+    # apart from sqrt(d)'s own; its one-seed sweep had put it 0.012 behind untied without it, within a seed's noise
+    decay=${1:-coupled}
+    read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
+    picked=out-exp7-rselect-adamw-w160-$decay-emb_scale-untied
+    rows=$(python $tables remedy_top 0 2 "${sweeps[1]}" | tr , '\n' | grep '^untied_' | paste -sd, -)
+    for widening in 0 1 2 3 4; do
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$rows" --seeds=3 --emb_scale=true \
+            --warmup_iters=100 --ends_decay="$decay" --out_dir="$picked"
+        wider=$(python $tables remedy_widen "$picked")
+        [ "$wider" = "$rows" ] && break
+        [ "$widening" = 4 ] && { echo "its pick still lies at its cells' edge after four widenings" >&2; exit 1; }
+        rows=$wider
+    done
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables remedy_picks "$picked")" \
+        --seed=1342 --seeds=5 --emb_scale=true --warmup_iters=100 --ends_decay="$decay" \
+        --out_dir="${picked/rselect/rfresh}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
     decay=${1:-coupled}
@@ -256,6 +277,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_horizon|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac
