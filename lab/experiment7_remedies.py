@@ -20,9 +20,12 @@ from lab.summary_tables import cell, diff, read_summary
 # The three sweeps' summaries under docs/results/ (out-exp7-X there is experiment7-X), and what each adds to a row
 SWEEPS = ('experiment7-rsweep-adamw-w160-coupled', 'experiment7-rsweep-adamw-w160-coupled-emb_scale',
           'experiment7-rsweep-adamw-w160-coupled-untied')
-SCALED = ('', ', √d input scaling', '')
+SCALED = ('', ', √d input scaling', '', ', √d input scaling')
 SELECT = tuple(name.replace('-rsweep-', '-rselect-') for name in SWEEPS)  # three seeds at full length, 1337 on
 FRESH = tuple(name.replace('-rsweep-', '-rfresh-') for name in SWEEPS)    # five fresh seeds, 1342 on
+# untied with sqrt(d) input scaling taken through the same two stages (remedy_untied_sqrt_d), a fourth folder in the
+# picks table: whether proj with sqrt(d)'s edge over untied is sqrt(d)'s own
+UNTIED_SQRT_D = tuple(name + '-emb_scale-untied' for name in (SELECT[0], FRESH[0]))
 HORIZON = tuple(name.replace('-rsweep-', '-rhorizon-') for name in SWEEPS)  # one epoch, three seeds, 1337 on
 SHALLOW_SWEEPS = tuple(name.replace('-w160-', '-w160_shallow-') for name in SWEEPS)  # the remedy's rate at 4 layers
 DEPTH = tuple(name.replace('-rsweep-', '-rdepth-') for name in SHALLOW_SWEEPS)  # 4 layers, five fresh seeds, 1342 on
@@ -56,12 +59,13 @@ def sweep_table(results):
 def selection_table(results):
     """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds (and
     the rungs the select stage added beyond a pick at their edge), its pick (the lowest mean), and that pick on five
-    fresh seeds that played no part in choosing, minus untied's pick
-    and plain tied's on the same seeds (paired: a seed gives every run its data order and evaluation batches).
+    fresh seeds that played no part in choosing, minus untied's pick and plain tied's on the same seeds (paired: a
+    seed gives every run its data order and evaluation batches); untied with sqrt(d) beside them once committed.
     A family's row appears once its select stage is committed; its fresh columns stay '–' until its fresh seeds
     are, and so does a cost against a pick whose fresh seeds are not. Best first: by the fresh seeds once every
     family has them, by the three seeds until then."""
-    picked, fresh = ([read_summary(name, results, missing_ok=True) for name in names] for names in (SELECT, FRESH))
+    picked, fresh = ([read_summary(name, results, missing_ok=True) for name in names]
+                     for names in (SELECT + UNTIED_SQRT_D[:1], FRESH + UNTIED_SQRT_D[1:]))
     families = []  # (out dir's index, family, its cells best first: the first is its pick)
     for k, info in enumerate(picked):
         for name in dict.fromkeys(plan.family(row) for row in (info['modes'] if info else ())):

@@ -684,9 +684,11 @@ def test_the_committed_remedy_stages_hold_the_setting_their_tables_state():
     # the select stage (three seeds at full length) and the fresh seeds (five more), as each is committed
     stages = [(remedies.SWEEPS, 100, [1337], 20), (remedies.SELECT, 200, [1337, 1338, 1339], 20),
               (remedies.FRESH, 200, list(range(1342, 1347)), 20),
-              (remedies.SHALLOW_SWEEPS, 100, [1337], 4), (remedies.DEPTH, 200, list(range(1342, 1347)), 4)]
+              (remedies.SHALLOW_SWEEPS, 100, [1337], 4), (remedies.DEPTH, 200, list(range(1342, 1347)), 4),
+              ((remedies.UNTIED_SQRT_D[0],), 200, [1337, 1338, 1339], 20),  # untied with sqrt(d), as the select
+              ((remedies.UNTIED_SQRT_D[1],), 200, list(range(1342, 1347)), 20)]  # stage and the fresh seeds
     for names, iters, seeds, layers in stages:
-        for name, scaled in zip(names, (False, True, False)):
+        for name, scaled in zip(names, (False, True, False) if len(names) > 1 else (True,)):
             path = os.path.join(ROOT, 'docs', 'results', name, 'summary.json')
             if names is not remedies.SWEEPS and not os.path.exists(path):
                 continue
@@ -731,6 +733,16 @@ def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_swee
     assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
     # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
     assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
+    # untied with sqrt(d) (its own folders) ahead of untied: a row of its own, against untied without it, which stays
+    # the reference of every other row
+    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.15] * 3, untied_e100_h10=[5.22] * 3), three)
+    commit(remedies.UNTIED_SQRT_D[1], dict(untied_e30_h10=[5.15 + e for e in noise]), five)
+    lines = remedies.selection_table(str(tmp_path))[2:]
+    assert [line.split(' | ')[0] for line in lines] == ['| `untied`, √d input scaling', '| `untied`', '| `proj`',
+                                                        '| `tied`']
+    assert lines[0].split(' | ')[1:4] == ['untied_e30_h10 (the pick) 5.150 ± 0.000; untied_e100_h10 5.220 ± 0.000',
+                                          '5.154 ± 0.050', '**-0.050 [-0.050, -0.050]** (Welch [-0.123, +0.023])']
+    assert lines[1].split(' | ')[3] == '–' and lines[2].split(' | ')[3].startswith('**+0.100 [+0.100, +0.100]**')
 
 
 def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_point(results, tmp_path):
