@@ -217,8 +217,9 @@ remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the th
     done ;;
 remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(d) input scaling through the select
     # stage's rule on its own (its two best cells of the sqrt(d) sweep on three seeds at full length, widened until its
-    # pick lies inside, then that pick on five fresh seeds), so that proj with sqrt(d)'s edge over untied is told
-    # apart from sqrt(d)'s own; its one-seed sweep had put it 0.012 behind untied without it, within a seed's noise
+    # pick lies inside, then that pick on five fresh seeds and over the horizon's epoch), so that proj with sqrt(d)'s
+    # edge over untied is told apart from sqrt(d)'s own; its one-seed sweep had put it 0.012 behind untied without
+    # it, within a seed's noise. Untied's pick is then the better form on the three choosing seeds.
     decay=${1:-coupled}
     read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
     picked=out-exp7-rselect-adamw-w160-$decay-emb_scale-untied
@@ -233,7 +234,11 @@ remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(
     done
     python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables remedy_picks "$picked")" \
         --seed=1342 --seeds=5 --emb_scale=true --warmup_iters=100 --ends_decay="$decay" \
-        --out_dir="${picked/rselect/rfresh}" ;;
+        --out_dir="${picked/rselect/rfresh}"
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables remedy_picks "$picked")" \
+        --seeds=3 --emb_scale=true $(python $tables flags horizon) --ends_decay="$decay" \
+        --out_dir="${picked/rselect/rhorizon}"
+    python lab/experiment7_results.py curves "${picked/rselect/rhorizon}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
     decay=${1:-coupled}

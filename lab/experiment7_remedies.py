@@ -23,12 +23,23 @@ SWEEPS = ('experiment7-rsweep-adamw-w160-coupled', 'experiment7-rsweep-adamw-w16
 SCALED = ('', ', √d input scaling', '', ', √d input scaling')
 SELECT = tuple(name.replace('-rsweep-', '-rselect-') for name in SWEEPS)  # three seeds at full length, 1337 on
 FRESH = tuple(name.replace('-rsweep-', '-rfresh-') for name in SWEEPS)    # five fresh seeds, 1342 on
+HORIZON = tuple(name.replace('-rsweep-', '-rhorizon-') for name in SWEEPS)  # one epoch, three seeds, 1337 on
 # untied with sqrt(d) input scaling taken through the same two stages (remedy_untied_sqrt_d), a fourth folder in the
 # picks table: whether proj with sqrt(d)'s edge over untied is sqrt(d)'s own
-UNTIED_SQRT_D = tuple(name + '-emb_scale-untied' for name in (SELECT[0], FRESH[0]))
-HORIZON = tuple(name.replace('-rsweep-', '-rhorizon-') for name in SWEEPS)  # one epoch, three seeds, 1337 on
+UNTIED_SQRT_D = tuple(name + '-emb_scale-untied' for name in (SELECT[0], FRESH[0], HORIZON[0]))
 SHALLOW_SWEEPS = tuple(name.replace('-w160-', '-w160_shallow-') for name in SWEEPS)  # the remedy's rate at 4 layers
 DEPTH = tuple(name.replace('-rsweep-', '-rdepth-') for name in SHALLOW_SWEEPS)  # 4 layers, five fresh seeds, 1342 on
+
+
+def untied_pick(results):
+    """(folder index, row) of untied's pick: its lowest cell on the three choosing seeds, without sqrt(d) input
+    scaling (SELECT[2]) or with it (UNTIED_SQRT_D[0]): each mode at its best; (2, None) before either is in."""
+    cells = []
+    for k, name in ((2, SELECT[2]), (3, UNTIED_SQRT_D[0])):
+        info = read_summary(name, results, missing_ok=True)
+        cells += [(row_loss(v), k, row) for row, v in (info['modes'] if info else {}).items()
+                  if plan.family(row) == 'untied']
+    return min(cells, default=(None, 2, None))[1:]
 
 
 def rates(key):
@@ -60,7 +71,8 @@ def selection_table(results):
     """The picks without the winner's curse: each family's two best sweep cells at full length on three seeds (and
     the rungs the select stage added beyond a pick at their edge), its pick (the lowest mean), and that pick on five
     fresh seeds that played no part in choosing, minus untied's pick and plain tied's on the same seeds (paired: a
-    seed gives every run its data order and evaluation batches); untied with sqrt(d) beside them once committed.
+    seed gives every run its data order and evaluation batches). Untied with sqrt(d) has folders of its own; untied's
+    pick is the lower of the two forms' picks on the three seeds.
     A family's row appears once its select stage is committed; its fresh columns stay '–' until its fresh seeds
     are, and so does a cost against a pick whose fresh seeds are not. Best first: by the fresh seeds once every
     family has them, by the three seeds until then."""
@@ -76,7 +88,8 @@ def selection_table(results):
 
     def reported(k, cells):  # the pick on its fresh seeds, where they are committed
         return (fresh[k], cells[0]) if fresh[k] and cells[0] in fresh[k]['modes'] else None
-    untied = next((reported(k, cells) for k, name, cells in families if name == 'untied'), None)
+    k, row = untied_pick(results)
+    untied = reported(k, [row]) if row else None
     tied = next((reported(k, cells) for k, name, cells in families if name == 'tied' and k == 0), None)
     final = all(reported(k, cells) for k, _, cells in families)
     lines = ['| family | the cells it tried, three seeds, full length | five fresh seeds | − untied\'s pick | '
@@ -92,23 +105,25 @@ def selection_table(results):
 
 def horizon_curves(results):
     """(summary of untied's run, {label: {iteration: per-seed losses}}) of the horizon under AdamW
-    (config/experiment7.sh remedy_horizon): untied's pick first, then plain tied's and the best remedy's, from each
-    folder's curves.csv, iteration 0 left out; None until untied's and another's are committed."""
-    found, curves = {}, {}
-    for k, name in enumerate(HORIZON):
+    (config/experiment7.sh remedy_horizon, and remedy_untied_sqrt_d's): untied's pick (untied_pick) first, then the
+    others, from each folder's curves.csv, iteration 0 left out; None until untied's pick's and another's are in."""
+    (pick, _), found, curves = untied_pick(results), {}, {}
+    for k, name in enumerate(HORIZON + UNTIED_SQRT_D[2:]):
         info, path = read_summary(name, results, missing_ok=True), os.path.join(results, name, 'curves.csv')
         if info is None or not os.path.exists(path):
             continue
         with open(path, encoding='utf-8') as f:
             loss = {(r['mode'], int(r['seed']), int(r['iter'])): float(r['val_loss']) for r in csv.DictReader(f)}
         for row in info['modes']:
-            found.setdefault(plan.family(row), info)
-            curves[f"`{plan.family(row)}`{SCALED[k]} ({rates_of(row)})"] = {
-                i: [loss.get((row, seed, i)) for seed in info['seeds']] for i in sorted({i for _, _, i in loss}) if i}
-    untied = next((label for label in curves if label.startswith('`untied`')), None)
-    if untied is None or len(curves) < 2:
+            label = f"`{plan.family(row)}`{SCALED[k]} ({rates_of(row)})"
+            if plan.family(row) == 'untied' and k == pick:
+                found[label] = info
+            curves[label] = {i: [loss.get((row, seed, i)) for seed in info['seeds']]
+                             for i in sorted({i for _, _, i in loss}) if i}
+    if not found or len(curves) < 2:
         return None
-    return found['untied'], {untied: curves.pop(untied)} | curves
+    (untied, info), = found.items()
+    return info, {untied: curves.pop(untied)} | curves
 
 
 def rates_of(row):

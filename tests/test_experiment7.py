@@ -707,8 +707,8 @@ def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_swee
     three seeds, and its fresh seeds are paired with untied's and plain tied's, which lie in other folders."""
     from lab import experiment7_remedies as remedies
 
-    def commit(name, rows, seeds):
-        (tmp_path / name).mkdir()
+    def commit(name, rows, seeds, again=False):
+        (tmp_path / name).mkdir(exist_ok=again)
         (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
             row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
     three, five = [1337, 1338, 1339], [1342, 1343, 1344, 1345, 1346]
@@ -733,16 +733,21 @@ def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_swee
     assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
     # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
     assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
-    # untied with sqrt(d) (its own folders) ahead of untied: a row of its own, against untied without it, which stays
-    # the reference of every other row
-    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.15] * 3, untied_e100_h10=[5.22] * 3), three)
+    # untied with sqrt(d) (its own folders): a row of its own; behind untied without it on the three choosing seeds,
+    # it is judged against it, though its fresh seeds come out ahead
+    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.25] * 3, untied_e100_h10=[5.32] * 3), three)
     commit(remedies.UNTIED_SQRT_D[1], dict(untied_e30_h10=[5.15 + e for e in noise]), five)
     lines = remedies.selection_table(str(tmp_path))[2:]
     assert [line.split(' | ')[0] for line in lines] == ['| `untied`, √d input scaling', '| `untied`', '| `proj`',
                                                         '| `tied`']
-    assert lines[0].split(' | ')[1:4] == ['untied_e30_h10 (the pick) 5.150 ± 0.000; untied_e100_h10 5.220 ± 0.000',
+    assert lines[0].split(' | ')[1:4] == ['untied_e30_h10 (the pick) 5.250 ± 0.000; untied_e100_h10 5.320 ± 0.000',
                                           '5.154 ± 0.050', '**-0.050 [-0.050, -0.050]** (Welch [-0.123, +0.023])']
     assert lines[1].split(' | ')[3] == '–' and lines[2].split(' | ')[3].startswith('**+0.100 [+0.100, +0.100]**')
+    # ahead of it on the choosing seeds, it is untied's pick: every row's cost is against it
+    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.15] * 3, untied_e100_h10=[5.22] * 3), three, again=True)
+    lines = remedies.selection_table(str(tmp_path))[2:]
+    assert lines[0].split(' | ')[3] == '–' and lines[1].split(' | ')[3].startswith('**+0.050 [+0.050, +0.050]**')
+    assert lines[2].split(' | ')[3].startswith('**+0.150 [+0.150, +0.150]**')
 
 
 def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_point(results, tmp_path):
@@ -768,6 +773,17 @@ def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_
     assert [row.split(' | ')[:2] for row in rows] == [['| 172', '0.176'], ['| 344', '0.352']]  # 0 left out
     assert rows[0].split(' | ')[2:5] == ['5.300', '5.600', '5.400']
     assert rows[1].split(' | ')[5:] == ['**+0.200 [+0.200, +0.200]**', '**+0.100 [+0.100, +0.100]** |']
+    # untied with sqrt(d) in its own folder: the reference once the select stage picked it on its three seeds
+    commit(remedies.UNTIED_SQRT_D[2], dict(untied_e30_h10={0: [9.9] * 3, 172: [5.1, 5.2, 5.3], 344: [4.7, 4.8, 4.9]}))
+    for name, row, loss in ((remedies.SELECT[2], 'untied_e300_h10', 5.0),
+                            (remedies.UNTIED_SQRT_D[0], 'untied_e30_h10', 4.9)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(modes={row: dict(val_loss_all=dict(mean=loss))})))
+    header, _, *rows = remedies.horizon_table(str(tmp_path), 1_000_000)
+    assert header.split(' | ')[2:6] == ['`untied`, √d input scaling (×30, ×10)', '`tied` (×30)', '`proj` (×300)',
+                                        '`untied` (×300, ×10)']
+    assert rows[1].split(' | ')[6:] == ['**+0.300 [+0.300, +0.300]**', '**+0.200 [+0.200, +0.200]**',
+                                        '**+0.100 [+0.100, +0.100]** |']
     # and on the horizon figure, beside Muon's (none committed here): tied's and proj's cost, dashed
     figure = tmp_path / 'horizon.png'
     assert results.plot_horizon(str(figure)) and figure.stat().st_size > 0
