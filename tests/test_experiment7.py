@@ -479,7 +479,8 @@ README_QUOTES = {
         ('plain tied (×30) {adamw_fresh_tied}, `proj` (×100) {adamw_fresh_proj}, √d tied (×10) '
          '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
          'Each remedy at its own rate against untied at w160'),
-        ('plain tied (×30) {depth4_tied} and `proj` with √d (×10) {depth4_proj_sqrt_d}', None, 'At 4 layers')],
+        ('plain tied (×30) {depth4_tied} and `proj` with √d (×10) {depth4_proj_sqrt_d}', None, 'At 4 layers'),
+        ('at 20 layers against that same form, {depth20_tied} and {depth20_proj_sqrt_d}', None, None)],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -503,14 +504,15 @@ DOC_QUOTES = {
     '* **At w160 it loses by the same amount**':
         [('{deeper_w160_untied} with 30 tied layers (12.34 M) against 20 untied', None, None),
          ('({deeper_w160_tied})', None, 'Against the 20-layer tied model')],
-    '**On the fresh seeds, `proj` with √d input scaling ends a little below untied':
-        [('ends a little below untied: {adamw_fresh_proj_sqrt_d}', None, None),
+    '**On the fresh seeds, `proj` with √d input scaling costs nothing measurable':
+        [('costs nothing measurable: {adamw_fresh_proj_sqrt_d} against', None, None),
          ('plain tying costs {adamw_fresh_tied}', None, None),
          ('√d input scaling alone {adamw_fresh_tied_sqrt_d}, `proj` alone {adamw_fresh_proj}', None, None)],
     "**The remedy removes the depth's part of plain tying's cost":
         [('plain tying costs {depth4_tied} at 4 layers', None, None),
          ('leaves {depth4_proj_sqrt_d} at 4 layers', None, None),
-         ('ends below untied at 20 ({adamw_fresh_proj_sqrt_d})', None, None)],
+         ('and {depth20_tied} at 20', None, None),
+         ('ends below this untied at 20 ({depth20_proj_sqrt_d})', None, None)],
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
@@ -541,9 +543,11 @@ def claim_18_and_19_numbers(results):
         family = cells[0].replace('`', '').replace(', √d input scaling', '_sqrt_d')
         if family != 'untied' and cells[3] != '–':
             numbers[f'adamw_fresh_{family}'] = INTERVAL.search(cells[3]).group()
-    for row in results.remedies.depth_table(results.RESULTS)[2:3]:  # 4 layers: plain tying's cost, the remedy's
-        cells = row.strip('| ').split(' | ')
-        numbers['depth4_tied'], numbers['depth4_proj_sqrt_d'] = (INTERVAL.search(cell).group() for cell in cells[-3:-1])
+    for row in results.remedies.depth_table(results.RESULTS)[2:4]:  # 4 and 20 layers: plain tying's, the remedy's
+        cells = row.strip('| ').split(' | ')                            # cost against untied without sqrt(d)
+        depth = cells[0].split(' × ')[1]
+        numbers[f'depth{depth}_tied'], numbers[f'depth{depth}_proj_sqrt_d'] = (INTERVAL.search(cell).group()
+                                                                              for cell in cells[-3:-1])
     for row in results.prediction():
         if row.startswith(('| muon', '| adamw')):
             cells = row.strip('| ').split(' | ')
