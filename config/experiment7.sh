@@ -232,12 +232,11 @@ remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(
         [ "$widening" = 4 ] && { echo "its pick still lies at its cells' edge after four widenings" >&2; exit 1; }
         rows=$wider
     done
-    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables remedy_picks "$picked")" \
-        --seed=1342 --seeds=5 --emb_scale=true --warmup_iters=100 --ends_decay="$decay" \
-        --out_dir="${picked/rselect/rfresh}"
-    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables remedy_picks "$picked")" \
-        --seeds=3 --emb_scale=true $(python $tables flags horizon) --ends_decay="$decay" \
-        --out_dir="${picked/rselect/rhorizon}"
+    pick=$(python $tables remedy_picks "$picked")
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seed=1342 --seeds=5 --emb_scale=true \
+        --warmup_iters=100 --ends_decay="$decay" --out_dir="${picked/rselect/rfresh}"
+    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seeds=3 --emb_scale=true \
+        $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${picked/rselect/rhorizon}"
     python lab/experiment7_results.py curves "${picked/rselect/rhorizon}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
