@@ -2,6 +2,7 @@
 head of its own) with its logits, parameters, optimizer state, resume, DDP and compile."""
 
 import csv
+import functools
 import math
 import os
 
@@ -179,11 +180,12 @@ def test_bad_untie_at_is_one_line(args, culprit, tiny_data, tmp_path):
 
 @pytest.mark.slow
 def test_untie_at_with_compile_trains_like_eager(tiny_data, tmp_path, monkeypatch):
-    # An inductor cache of its own: the shared one (/tmp/torchinductor_$USER) may hold kernels that an
-    # uncapped process built for this shape, and under an ATEN_CPU_CAPABILITY override torch 2.13 reuses
-    # them and fails at the first step (seen: index out of bounds in an inductor kernel; an earlier session
-    # saw a NaN loss there, perhaps the same cause). With a cache of its own it passes, capped or not.
-    monkeypatch.setenv('TORCHINDUCTOR_CACHE_DIR', str(tmp_path / 'inductor-cache'))
+    # What this holds is dynamo's: its guards see the new head after the untie, and the probe's hook runs
+    # inside the captured graph (a persistent-buffer variant of the probe fails here under every backend). So
+    # train.py's torch.compile gets the aot_eager backend: the same capture and autograd graph as inductor,
+    # without building C++ kernels (inductor: 43 s on a Zen 3, this: 7 s). Inductor's own path on a CPU is
+    # test_bench.py's compile failure; on CUDA, test_device.py's.
+    monkeypatch.setattr(torch, 'compile', functools.partial(torch.compile, backend='aot_eager'))
     settings = dict(UNTIE, dropout=0.0)  # compiled dropout draws its masks from another generator
     eager = run_training(tiny_data, str(tmp_path / 'eager'), **settings)
     compiled = run_training(tiny_data, str(tmp_path / 'compiled'), compile='true', **settings)

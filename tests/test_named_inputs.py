@@ -11,13 +11,13 @@ import bench
 import prepare
 import sample
 import train
-from conftest import assert_one_line_error, run, tiny_train_args
+from conftest import assert_one_line_error, run, run_in_process, tiny_train_args
 from lib.command_line import UserError
 
 
 def test_bench_with_a_named_dataset_that_is_not_there_is_one_line():
     # was an AttributeError traceback; before that, a silent vocab_size of 65
-    line = assert_one_line_error(run('bench.py', '--dataset=nope', '--bench_iters=1'), 'data/nope')
+    line = assert_one_line_error(run_in_process('bench.py', '--dataset=nope', '--bench_iters=1'), 'data/nope')
     assert 'meta.json is missing' in line
 
 
