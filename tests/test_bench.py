@@ -5,7 +5,7 @@ import re
 
 import pytest
 import torch
-from torch._inductor.exc import InvalidCxxCompiler
+from torch._inductor.exc import InductorError, InvalidCxxCompiler
 
 from conftest import ENV, assert_one_line_error, run, run_in_process, tiny_train_args
 
@@ -80,9 +80,9 @@ def test_a_compile_that_cannot_build_is_one_line_in_bench_and_train(tmp_path, ti
     # bench.py's own catch, in this process: the compiled model's first call raises what inductor raised there.
     def compiled_without_a_compiler(model):
         def first_call(*args, **kwargs):
-            raise InvalidCxxCompiler()
+            raise InductorError(InvalidCxxCompiler(), None)
         return first_call
     monkeypatch.setattr(torch, 'compile', compiled_without_a_compiler)
     line = assert_one_line_error(run_in_process('bench.py', *TINY, '--compile=true', '--bench_iters=2'))
-    assert line.startswith('error: torch.compile failed here (InvalidCxxCompiler: No working C++')
+    assert line.startswith('error: torch.compile failed here (InductorError: InvalidCxxCompiler: No working C++')
     assert line.endswith('; use --compile=false')
