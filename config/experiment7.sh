@@ -23,10 +23,10 @@
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
 #                                                 # best cells on three seeds at full length, widened until each pick
 #                                                 # lies inside; the pick on five fresh seeds
-#   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
-#                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
 #   bash config/experiment7.sh remedy_untied_sqrt_d [coupled|per_step]  # untied with sqrt(d) input scaling through
 #                                                 # the select stage's rule: is proj with sqrt(d)'s edge sqrt(d)'s?
+#   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
+#                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
 #                                                 # swept, then five seeds paired with that size's untied and tied
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
@@ -100,6 +100,13 @@ remedy_flags=("" "--emb_scale=true" "")
 remedy_dirs() {  # STAGE DECAY [MODEL]: MODEL w160 unless given (the depth stage's is w160_shallow)
     local at=out-exp7-$1-adamw-${3:-w160}-$2
     echo "$at $at-emb_scale $at-untied"
+}
+
+untied_form() {  # DECAY: untied's pick on the three choosing seeds, the better of its two forms: 0 without sqrt(d)
+    # input scaling (remedy_select's), 1 with it (remedy_untied_sqrt_d's); the horizon trains that form alone
+    local at=out-exp7-rselect-adamw-w160-$1 picks
+    picks=$(python $tables remedy_picks "$at-untied" "$at-emb_scale-untied") || return 1
+    if [ -n "$(head -n 1 <<< "$picks")" ]; then echo 0; else echo 1; fi
 }
 
 stage=${1:-}
@@ -235,14 +242,19 @@ remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(
     pick=$(python $tables remedy_picks "$picked")
     python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seed=1342 --seeds=5 --emb_scale=true \
         --warmup_iters=100 --ends_decay="$decay" --out_dir="${picked/rselect/rfresh}"
+    form=$(untied_form "$decay")
+    [ "$form" = 1 ] || exit 0  # not untied's pick: remedy_horizon trains the form without sqrt(d)
     python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seeds=3 --emb_scale=true \
         $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${picked/rselect/rhorizon}"
     python lab/experiment7_results.py curves "${picked/rselect/rhorizon}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
-    # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each
+    # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each; untied's
+    # here only where its pick is the form without sqrt(d) (after remedy_untied_sqrt_d, which trains the other's)
     decay=${1:-coupled}
     read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
     mapfile -t rows < <(python $tables remedy_best "${fresh[@]}")
+    form=$(untied_form "$decay")
+    [ "$form" = 0 ] || rows[2]=
     for k in 0 1 2; do
         [ -n "${rows[$k]}" ] || continue
         python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${remedy_flags[$k]} \
