@@ -104,10 +104,11 @@ def selection_table(results):
 
 
 def horizon_curves(results):
-    """(summary of untied's run, {label: {iteration: per-seed losses}}) of the horizon under AdamW
-    (config/experiment7.sh remedy_horizon, and remedy_untied_sqrt_d's): untied's pick (untied_pick) first, then the
-    others, from each folder's curves.csv, iteration 0 left out; None until untied's pick's and another's are in."""
-    (pick, _), found, curves = untied_pick(results), {}, {}
+    """(summary of untied's run, {label: {iteration: per-seed losses}}, {label: (summary, row)}) of the horizon
+    under AdamW (config/experiment7.sh remedy_horizon, and remedy_untied_sqrt_d's): untied's pick (untied_pick)
+    first, then the others, from each folder's curves.csv, iteration 0 left out; the third gives each label's end on
+    the whole split. None until untied's pick's and another's are in."""
+    (pick, _), found, curves, ends = untied_pick(results), {}, {}, {}
     for k, name in enumerate(HORIZON + UNTIED_SQRT_D[2:]):
         info, path = read_summary(name, results, missing_ok=True), os.path.join(results, name, 'curves.csv')
         if info is None or not os.path.exists(path):
@@ -120,10 +121,11 @@ def horizon_curves(results):
                 found[label] = info
             curves[label] = {i: [loss.get((row, seed, i)) for seed in info['seeds']]
                              for i in sorted({i for _, _, i in loss}) if i}
+            ends[label] = info, row
     if not found or len(curves) < 2:
         return None
     (untied, info), = found.items()
-    return info, {untied: curves.pop(untied)} | curves
+    return info, {untied: curves.pop(untied)} | curves, ends
 
 
 def rates_of(row):
@@ -133,12 +135,13 @@ def rates_of(row):
 
 
 def horizon_table(results, params):
-    """The horizon's points on 50 fixed validation batches: each mode's mean, and tied's and the remedy's cost
-    against untied paired by seed; params, untied's parameter count, gives the tokens each parameter has seen."""
+    """The horizon's points on 50 fixed validation batches, then the whole split at the end: each mode's mean, and
+    tied's and the remedy's cost against untied paired by seed; params, untied's parameter count, gives the tokens
+    each parameter has seen."""
     found = horizon_curves(results)
     if found is None:
         return []
-    info, curves = found
+    info, curves, ends = found
     (untied, base), others = next(iter(curves.items())), list(curves.items())[1:]
     batch = info['config']['batch_size'] * info['config']['block_size']
     lines = ['| iteration | tokens a parameter | ' + ' | '.join(curves) + ' | ' +
@@ -148,6 +151,10 @@ def horizon_table(results, params):
         means = [f"{mean_std(curve[i])[0]:.3f}" for curve in curves.values()]
         costs = [fmt_paired(paired_interval(curve[i], losses)) for _, curve in others]
         lines.append(f"| {i} | {i * batch / params:.3f} | " + ' | '.join(means + costs) + ' |')
+    end, untied_end = info['config']['max_iters'], ends[untied]
+    lines.append(f"| whole split at the end, {end} | {end * batch / params:.3f} | "
+                 + ' | '.join([cell(*ends[label]) for label in curves] + [diff(ends[label], untied_end)
+                                                                         for label, _ in others]) + ' |')
     return lines
 
 

@@ -321,12 +321,14 @@ def horizon_table():
         lines.append(f"| `{size}`, whole split at the end | {info['max_iters']} | "
                      f"{info['max_iters'] * batch / params:.3f} | {cell(info, untied)} | {cell(info, tied)} | "
                      f"{diff((info, tied), (info, untied))} |")
-    if not lines:
-        return []
+    return with_floor(['| size (rates: untied; tied) | iteration | tokens a parameter (untied) | untied | tied | '
+                       'tied − untied, paired |', '|---|---:|---:|---:|---:|---:|'] + lines if lines else [])
+
+
+def with_floor(table):
+    """A horizon's table under the floor it is read against; nothing where there is no table."""
     return [f"Floor (lab/floor.py, the whole validation split): bigram {FLOOR['bigram_whole']:.3f}, unigram "
-            f"{FLOOR['unigram_whole']:.3f}; one epoch reads the whole training split.", '',
-            '| size (rates: untied; tied) | iteration | tokens a parameter (untied) | untied | tied | tied − untied, '
-            'paired |', '|---|---:|---:|---:|---:|---:|'] + lines
+            f"{FLOOR['unigram_whole']:.3f}; one epoch reads the whole training split.", ''] + table if table else []
 
 
 def plot_horizon(path=HORIZON_FIGURE):
@@ -347,7 +349,7 @@ def plot_horizon(path=HORIZON_FIGURE):
         if None not in lows:
             right.fill_between(tokens, lows, highs, color=colour, alpha=0.2)
     if adamw:  # under AdamW at w160 (lab/experiment7_remedies.py): tied's and the best remedy's cost, dashed
-        info, curves = adamw
+        info, curves, _ = adamw
         (_, untied), others = next(iter(curves.items())), list(curves.items())[1:]
         tokens = [i * info['config']['batch_size'] * info['config']['block_size'] for i in untied]
         for (label, curve), colour in zip(others, ('black', 'tab:purple')):
@@ -525,7 +527,7 @@ def main(figures=False):
                 ("### The best remedy at 4 layers: depth apart (AdamW, five fresh seeds)",
                  remedies.depth_table(RESULTS)),
                 ("### The horizon under AdamW: one epoch at w160 (three seeds)",
-                 remedies.horizon_table(RESULTS, plan.counts(plan.resolve('w160'))['untied'])),
+                 with_floor(remedies.horizon_table(RESULTS, plan.counts(plan.resolve('w160'))['untied']))),
                 ('### The trend carried to GPT-2 small', prediction())]
     print_sections(sections)  # a stage not run yet has no table
     if figures:

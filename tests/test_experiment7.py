@@ -759,11 +759,12 @@ def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_
     against untied paired by seed (the seeds give every run the same batches); nothing until untied's is there."""
     from lab import experiment7_remedies as remedies
 
-    def commit(name, curves):
+    def commit(name, curves):  # the whole split at the end: the last point's losses, 0.1 higher
         (tmp_path / name).mkdir()
         (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
-            seeds=[1337, 1338, 1339], config=dict(batch_size=16, block_size=64),
-            modes={row: {} for row in curves})))
+            seeds=[1337, 1338, 1339], config=dict(batch_size=16, block_size=64, max_iters=344),
+            modes={row: dict(val_loss_all=dict(per_seed=[loss + 0.1 for loss in points[344]]))
+                   for row, points in curves.items()})))
         (tmp_path / name / 'curves.csv').write_text('mode,seed,iter,val_loss\n' + ''.join(
             f'{row},{seed},{i},{loss}\n' for row, points in curves.items() for i, losses in points.items()
             for seed, loss in zip((1337, 1338, 1339), losses)))
@@ -774,9 +775,12 @@ def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_
     commit(untied, dict(untied_e300_h10={0: [9.9] * 3, 172: [5.2, 5.3, 5.4], 344: [4.8, 4.9, 5.0]}))
     header, _, *rows = remedies.horizon_table(str(tmp_path), 1_000_000)
     assert header.split(' | ')[2:5] == ['`untied` (×300, ×10)', '`tied` (×30)', '`proj` (×300)']
-    assert [row.split(' | ')[:2] for row in rows] == [['| 172', '0.176'], ['| 344', '0.352']]  # 0 left out
+    assert [row.split(' | ')[:2] for row in rows] == [['| 172', '0.176'], ['| 344', '0.352'],  # 0 left out
+                                                      ['| whole split at the end, 344', '0.352']]
     assert rows[0].split(' | ')[2:5] == ['5.300', '5.600', '5.400']
     assert rows[1].split(' | ')[5:] == ['**+0.200 [+0.200, +0.200]**', '**+0.100 [+0.100, +0.100]** |']
+    assert rows[2].split(' | ')[2:5] == ['5.000 ± 0.100', '5.200 ± 0.100', '5.100 ± 0.100']
+    assert rows[2].split(' | ')[5].startswith('**+0.200 [+0.200, +0.200]** (Welch [')
     # untied with sqrt(d) in its own folder: the reference once the select stage picked it on its three seeds
     commit(remedies.UNTIED_SQRT_D[2], dict(untied_e30_h10={0: [9.9] * 3, 172: [5.1, 5.2, 5.3], 344: [4.7, 4.8, 4.9]}))
     for name, row, loss in ((remedies.SELECT[2], 'untied_e300_h10', 5.0),
@@ -788,6 +792,7 @@ def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_
                                         '`untied` (×300, ×10)']
     assert rows[1].split(' | ')[6:] == ['**+0.300 [+0.300, +0.300]**', '**+0.200 [+0.200, +0.200]**',
                                         '**+0.100 [+0.100, +0.100]** |']
+    assert rows[2].split(' | ')[2] == '4.900 ± 0.100'  # the end's reference is the pick's too
     # and on the horizon figure, beside Muon's (none committed here): tied's and proj's cost, dashed
     figure = tmp_path / 'horizon.png'
     assert results.plot_horizon(str(figure)) and figure.stat().st_size > 0
