@@ -280,15 +280,15 @@ def shallow_table():
 
 
 def write_curves(out_dir):
-    """Every run's evaluations along the way (metrics.csv's rows with a validation loss) as one file,
-    OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which keeps only the end."""
-    rows = []
-    for name in sorted(os.listdir(out_dir)):
-        path = os.path.join(out_dir, name, 'metrics.csv')
-        if '-seed' in name and os.path.exists(path):
-            mode, seed = name.rsplit('-seed', 1)
-            with open(path, encoding='utf-8') as f:
-                rows += [(mode, seed, r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
+    """The evaluations along the way (metrics.csv's rows with a validation loss) of every run that OUT_DIR's summary
+    reports, as one file, OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which
+    keeps only the end; a run folder the summary leaves out (a row dropped from the stage part-way) stays out."""
+    out_dir = os.path.abspath(out_dir)
+    info, rows = read_summary(os.path.basename(out_dir), os.path.dirname(out_dir)), []
+    for mode in info['modes']:
+        for seed in info['seeds']:
+            with open(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'), encoding='utf-8') as f:
+                rows += [(mode, str(seed), r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
     atomic_write_bytes(os.path.join(out_dir, 'curves.csv'),
                        ('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows)).encode())
 

@@ -620,18 +620,24 @@ def test_the_selection_is_reported_from_fresh_seeds_that_did_not_choose(results,
 
 
 def test_the_horizon_reads_each_runs_curve_and_pairs_the_seeds_at_every_point(results, tables, tmp_path):
-    """Made-up metrics.csv files: curves.csv must keep every evaluation and nothing else, and the table pair the
-    seeds at each point (tied pays 0.10 at iteration 8 and 0.05 at 16 in every seed, so both intervals are exact)."""
+    """Made-up metrics.csv files: curves.csv must keep every evaluation of the summary's runs and nothing else (not
+    a run folder the summary leaves out), and the table pair the seeds at each point (tied pays 0.10 at iteration 8
+    and 0.05 at 16 in every seed, so both intervals are exact)."""
     size, out = tables.SIZES[2], tmp_path / 'out-exp7-horizon-muon'
     seeds, shared = [1337, 1338, 1339], {1337: 0.0, 1338: 0.04, 1339: -0.03}
     per_seed = {}
-    for row, cost in (('untied_e300_h10', (0.0, 0.0)), ('tied_e10', (0.10, 0.05))):
+    for row, cost in (('untied_e300_h10', (0.0, 0.0)), ('tied_e10', (0.10, 0.05)), ('tied_e30', (0.2, 0.2))):
         for seed in seeds:
             (out / f'{row}-seed{seed}').mkdir(parents=True)
             losses = {0: 9.9, 8: 5.5 + cost[0] + shared[seed], 16: 5.0 + cost[1] + shared[seed]}
             (out / f'{row}-seed{seed}' / 'metrics.csv').write_text('iter,step_loss,val_loss\n' + ''.join(
                 f"{k},{9.0 - k / 10},{losses.get(k, '')}\n" for k in range(17)))
             per_seed.setdefault(row, []).append(losses[16] - 0.02)  # the whole split, a little lower
+    summary = json.dumps(dict(
+        seeds=seeds, eval_seeds=[11337], max_iters=16, config=dict(batch_size=16, block_size=64),
+        modes={row: dict(val_loss_all=dict(mean=sum(v) / 3, per_seed=v)) for row, v in per_seed.items()
+               if row != 'tied_e30'}))  # a row the stage dropped part-way: its folders stay, the summary lacks it
+    (out / 'summary.json').write_text(summary)
     results.write_curves(str(out))
     curve_rows = (out / 'curves.csv').read_text().splitlines()
     assert curve_rows[0] == 'mode,seed,iter,val_loss' and len(curve_rows) == 1 + 2 * 3 * 3
@@ -639,9 +645,7 @@ def test_the_horizon_reads_each_runs_curve_and_pairs_the_seeds_at_every_point(re
     folder = tmp_path / f'experiment7-horizon-muon-{size}'
     folder.mkdir()
     (folder / 'curves.csv').write_text((out / 'curves.csv').read_text())
-    (folder / 'summary.json').write_text(json.dumps(dict(
-        seeds=seeds, eval_seeds=[11337], max_iters=16, config=dict(batch_size=16, block_size=64),
-        modes={row: dict(val_loss_all=dict(mean=sum(v) / 3, per_seed=v)) for row, v in per_seed.items()})))
+    (folder / 'summary.json').write_text(summary)
     table = results.horizon_table()
     rows = [line for line in table if line.startswith(f'| `{size}`')]
     assert len(rows) == 3  # iterations 8 and 16, then the whole split; iteration 0 is no point of the curve
