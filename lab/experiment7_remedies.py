@@ -144,7 +144,7 @@ def horizon_table(results, params):
     info, curves, ends = found
     (untied, base), others = next(iter(curves.items())), list(curves.items())[1:]
     batch = info['config']['batch_size'] * info['config']['block_size']
-    lines = ['| iteration | tokens a parameter | ' + ' | '.join(curves) + ' | ' +
+    lines = ['| iteration | tokens a parameter (untied) | ' + ' | '.join(curves) + ' | ' +
              ' | '.join(f'{label} − untied' for label, _ in others) + ' |', '|---:' * (2 + len(curves) + len(others))
              + '|']
     for i, losses in base.items():
