@@ -345,7 +345,7 @@ def plot_horizon(path=HORIZON_FIGURE):
             left.plot(tokens, [mean_std(losses[i])[0] for losses in curve.values()], style, color=colour,
                       label=f'{size} {mode}')
         cost, lows, highs = map(list, zip(*(paired_interval(t, u) for u, t in curve.values())))
-        right.plot(tokens, cost, 'o-', color=colour, label=size)
+        right.plot(tokens, cost, 'o-', color=colour, label=f'{size} Muon')
         if None not in lows:
             right.fill_between(tokens, lows, highs, color=colour, alpha=0.2)
     if adamw:  # under AdamW at w160 (lab/experiment7_remedies.py): tied's and the best remedy's cost, dashed
@@ -360,6 +360,7 @@ def plot_horizon(path=HORIZON_FIGURE):
     left.axhline(FLOOR['bigram_whole'], color='grey', lw=0.8, ls=':', label='Kneser-Ney bigram floor')
     right.axhline(0, color='grey', lw=0.8)
     left.set_ylabel('validation loss, 50 fixed batches (nats)')
+    left.set_title('under Muon, both modes (mean over seeds)', fontsize=10)
     right.set_ylabel('tied − untied (nats), paired by seed')
     for ax in (left, right):
         ax.set_xlabel('training tokens seen')
