@@ -470,8 +470,9 @@ README_QUOTES = {
          'under Muon')],
     '18 (AdamW)': [('{adamw_w64_best} at w64 (2 layers)', None, 'under AdamW, each at its best'),
                    ('{adamw_w160_best} at w160 (20 layers)', None, 'under AdamW, each at its best'),
-                   ('plain tied {adamw_fresh_tied}, √d tied {adamw_fresh_tied_sqrt_d}, `proj` with √d '
-                    '{adamw_fresh_proj_sqrt_d}', 'at w160, on five fresh seeds', None)],
+                   ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}', 'w160, fresh seeds',
+                    None),
+                   ('plain tied {horizon_adamw_tied}, `proj` with √d {horizon_adamw_proj_sqrt_d}', 'one epoch', None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
          'at its best', None, 'Under AdamW'),
@@ -481,7 +482,9 @@ README_QUOTES = {
          '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
          'Each remedy at its own rate against untied at w160'),
         ('plain tied (×30) {depth4_tied} and `proj` with √d (×10) {depth4_proj_sqrt_d}', None, 'At 4 layers'),
-        ('at 20 layers against that same form, {depth20_tied} and {depth20_proj_sqrt_d}', None, None)],
+        ('at 20 layers against that same form, {depth20_tied} and {depth20_proj_sqrt_d}', None, None),
+        ('plain tied (×30) {horizon_adamw_tied}, `proj` with √d (×10) {horizon_adamw_proj_sqrt_d}', None,
+         'Over one epoch at w160')],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -514,6 +517,9 @@ DOC_QUOTES = {
          ('leaves {depth4_proj_sqrt_d} at 4 layers', None, None),
          ('and {depth20_tied} at 20', None, None),
          ('ends below this untied at 20 ({depth20_proj_sqrt_d})', None, None)],
+    '**Over one epoch under AdamW plain tying\'s cost shrinks but stays':
+        [('shrinks but stays: {horizon_adamw_tied} at the end', None, None),
+         ('stays level with untied, {horizon_adamw_proj_sqrt_d}', None, None)],
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
@@ -525,7 +531,7 @@ def claim_18_and_19_numbers(results):
     """{'muon_w96_best': interval, ...}: every committed confirmation's cost at the default and the best rates, each
     check's cost at the runner-up rate, every deeper model against untied and against tied (each the interval paired
     by seed; the docs' tables give Welch's beside it), the lines carried to GPT-2 small, and each remedy's cost
-    against untied under AdamW on the fresh seeds."""
+    against untied under AdamW on the fresh seeds, at 4 layers and over one epoch."""
     from lab.ablation_report import fmt_interval
     numbers = {}
     for optimizer, size, _, _, cost, _ in results.costs():
@@ -549,6 +555,10 @@ def claim_18_and_19_numbers(results):
         depth = cells[0].split(' × ')[1]
         numbers[f'depth{depth}_tied'], numbers[f'depth{depth}_proj_sqrt_d'] = (INTERVAL.search(cell).group()
                                                                               for cell in cells[-3:-1])
+    for row in results.remedies.horizon_table(results.RESULTS, 1)[-1:]:  # one epoch: each cost on the whole split
+        cells = row.strip('| ').split(' | ')
+        numbers['horizon_adamw_tied'], numbers['horizon_adamw_proj_sqrt_d'] = (INTERVAL.search(cell).group()
+                                                                              for cell in cells[-2:])
     for row in results.prediction():
         if row.startswith(('| muon', '| adamw')):
             cells = row.strip('| ').split(' | ')
