@@ -284,7 +284,9 @@ def write_curves(out_dir):
     reports, as one file, OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which
     keeps only the end; a run folder the summary leaves out (a row dropped from the stage part-way) stays out."""
     out_dir = os.path.abspath(out_dir)
-    info, rows = read_summary(os.path.basename(out_dir), os.path.dirname(out_dir)), []
+    info, rows = read_summary(os.path.basename(out_dir), os.path.dirname(out_dir), missing_ok=True), []
+    if info is None:
+        sys.exit(f"curves: {out_dir} has no summary.json (run its ablate.py command first, or name another folder)")
     for mode in info['modes']:
         for seed in info['seeds']:
             with open(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'), encoding='utf-8') as f:

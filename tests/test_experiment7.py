@@ -634,6 +634,8 @@ def test_the_horizon_reads_each_runs_curve_and_pairs_the_seeds_at_every_point(re
     a run folder the summary leaves out), and the table pair the seeds at each point (tied pays 0.10 at iteration 8
     and 0.05 at 16 in every seed, so both intervals are exact)."""
     size, out = tables.SIZES[2], tmp_path / 'out-exp7-horizon-muon'
+    with pytest.raises(SystemExit, match=r'curves: .*out-exp7-horizon-muon has no summary.json'):
+        results.write_curves(str(out))  # a folder not trained yet: one line, no traceback
     seeds, shared = [1337, 1338, 1339], {1337: 0.0, 1338: 0.04, 1339: -0.03}
     per_seed = {}
     for row, cost in (('untied_e300_h10', (0.0, 0.0)), ('tied_e10', (0.10, 0.05)), ('tied_e30', (0.2, 0.2))):
