@@ -108,7 +108,7 @@ def horizon_curves(results):
     under AdamW (config/experiment7.sh remedy_horizon, and remedy_untied_sqrt_d's): untied's pick (untied_pick)
     first, then the others, from each folder's curves.csv, iteration 0 left out; the third gives each label's end on
     the whole split. None until untied's pick's and another's are in."""
-    (pick, _), found, curves, ends = untied_pick(results), {}, {}, {}
+    (pick, _), untied, curves, ends = untied_pick(results), None, {}, {}
     for k, name in enumerate(HORIZON + UNTIED_SQRT_D[2:]):
         info, path = read_summary(name, results, missing_ok=True), os.path.join(results, name, 'curves.csv')
         if info is None or not os.path.exists(path):
@@ -118,14 +118,13 @@ def horizon_curves(results):
         for row in info['modes']:
             label = f"`{plan.family(row)}`{SCALED[k]} ({rates_of(row)})"
             if plan.family(row) == 'untied' and k == pick:
-                found[label] = info
+                untied = label
             curves[label] = {i: [loss.get((row, seed, i)) for seed in info['seeds']]
                              for i in sorted({i for _, _, i in loss}) if i}
             ends[label] = info, row
-    if not found or len(curves) < 2:
+    if untied is None or len(curves) < 2:
         return None
-    (untied, info), = found.items()
-    return info, {untied: curves.pop(untied)} | curves, ends
+    return ends[untied][0], {untied: curves.pop(untied)} | curves, ends
 
 
 def rates_of(row):
