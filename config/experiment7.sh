@@ -3,7 +3,6 @@
 # that spend what sharing saves on layers (claim 19). Each stage is one command; every ablate.py command in it skips
 # the runs it finished before, so a stage can be run again after an interruption and goes on where it stopped.
 #   python prepare.py --source=registry --dataset=shakespeare_works_compact --tokenizer=gpt2 --compact_vocab=true
-#   bash config/experiment7.sh time            # untied and tied at each size, 100 iterations: this machine's speed
 #   bash config/experiment7.sh sweep [SIZE...] # rates, half length, one seed: Muon at every size, AdamW at the ends
 #   bash config/experiment7.sh confirm [SIZE...]  # five seeds, full length, at the default rates and each one's best
 #   bash config/experiment7.sh depth [SIZE...] # claim 19's deeper tied models (w128, w160): their rate, five seeds
@@ -112,12 +111,6 @@ untied_form() {  # DECAY: untied's pick on the three choosing seeds, the better 
 stage=${1:-}
 shift || true
 case $stage in
-time)  # the first runs anywhere, to size the grid: the tables script then prints each stage's hours as measured
-    for size in "${@:-${sizes[@]}}"; do
-        python ablate.py "config/ladder_$size.py" --optimizer=muon $(python $tables flags time) \
-            --out_dir="out-exp7-time-$size"
-    done
-    python $tables ;;
 sweep)
     for size in "${@:-${sizes[@]}}"; do
         for optimizer in $(optimizers "$size"); do sweep "$size" "$optimizer"; done
@@ -293,6 +286,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh time|sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac

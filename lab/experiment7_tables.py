@@ -1,12 +1,10 @@
-"""Experiment 7's plan: its ladder, grids and time per stage, and the rows config/experiment7.sh trains, computed
-from its configs rather than typed.
+"""Experiment 7's plan: its ladder and grids, and the rows config/experiment7.sh trains, computed from its configs
+rather than typed.
 
-    python lab/experiment7_tables.py                 # the ladder, claim 19's models, and the time per stage from
-                                                     # `bash config/experiment7.sh time`'s runs (Zen 4): their own
-                                                     # speed, and their commands' wall clock
+    python lab/experiment7_tables.py                 # the ladder and claim 19's models
     python lab/experiment7_tables.py sizes [adamw|deep]      # the ladder's sizes, those AdamW trains, claim 19's
-    python lab/experiment7_tables.py flags half|time|horizon  # ablate.py flags: the sweeps' half length, the time
-                                                     # stage's, the horizon stage's one epoch
+    python lab/experiment7_tables.py flags half|horizon  # ablate.py flags: the sweeps' half length, the horizon
+                                                     # stage's one epoch
     python lab/experiment7_tables.py grid OPTIMIZER [tied]   # a sweep's first rows
     python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
     python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
@@ -68,7 +66,6 @@ REMEDY_GRIDS = {'remedies': [f'{family}_e{e:g}' for family in REMEDY_FAMILIES if
                 'remedies_emb_scale': [f'tied_e{e:g}' for e in (1, 3, 10, 30, 100)] + UNTIED_ROWS
                 + [f'proj_e{e:g}' for e in REMEDY_RATES],
                 'remedies_untied': UNTIED_ROWS}
-TIME_FLAGS = ('--max_iters=100', '--warmup_iters=12', '--eval_interval=50')  # the time stage's runs, any recipe length
 # The horizon stage: one epoch of the works' training split (1,376 windows of 16 x 64 tokens), the schedule's shape kept
 # (warmup an eighth of the run, cosine over all of it), and an evaluation every eighth on 50 fixed batches of each
 # split (51,200 tokens, a third of the validation split; all 153 batches would add half again to a run's time).
@@ -77,7 +74,6 @@ HORIZON_FLAGS = (f'--max_iters={EPOCH_ITERS}', f'--warmup_iters={EPOCH_ITERS // 
                  f'--eval_interval={EPOCH_ITERS // 8}', '--eval_iters=50')
 
 TUTORIAL_VOCAB = 11_706  # experiment 5's BPE on tiny shakespeare: claim 19's table shows its shape on both corpora
-BUDGET_HOURS = 6
 NS_STEPS = 5  # torch.optim.Muon's Newton-Schulz iterations a step
 
 
@@ -117,7 +113,7 @@ _COUNTED = {}
 
 def counts(cfg, vocab_size=CORPUS['vocab_size']):
     """Parameters tied and untied, the token table's share of the tied model, the rest, and compute per token
-    (kept per shape: the time estimates ask for the same few models hundreds of times)."""
+    (kept per shape: the tables ask for the same few models many times over)."""
     from lib.throughput import flops_per_token
     from model import MODEL_KEYS
     key = (vocab_size, *(cfg[k] for k in MODEL_KEYS if k not in ('vocab_size', 'tie_mode')))
@@ -131,18 +127,6 @@ def counts(cfg, vocab_size=CORPUS['vocab_size']):
     return _COUNTED[key]
 
 
-def run_flops(cfg, shape):
-    """One run's arithmetic: its training steps, its evaluations (eval_iters batches of each split; a forward pass
-    is a third of a training token's), the whole-split scoring of ckpt.pt, and Muon's steps. best.pt is scored
-    only where its weights differ from ckpt.pt's (lab/run_results.py), and is taken not to: in these short runs
-    the last evaluation is the best."""
-    tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
-    evals = cfg['max_iters'] // cfg['eval_interval'] + 1 + (cfg['max_iters'] % cfg['eval_interval'] > 0)
-    forward = evals * 2 * cfg['eval_iters'] * cfg['batch_size'] * cfg['block_size'] + CORPUS['val_tokens'] - 1
-    muon = shape['muon_step'] * cfg['max_iters'] if cfg['optimizer'] == 'muon' else 0
-    return shape['flops'] * (cfg['max_iters'] * tokens + forward / 3) + muon
-
-
 def grid_rows(optimizer, tied_only=False):
     grid = GRIDS[optimizer]
     untied = [] if tied_only else [f'untied_e{e:g}_h{h:g}' for e in grid['embed'] for h in grid['head']]
@@ -152,68 +136,6 @@ def grid_rows(optimizer, tied_only=False):
 def half_flags():
     cfg = resolve('recipe_ladder.py')
     return [f'--{key}={max(1, cfg[key] // 2)}' for key in ('max_iters', 'warmup_iters', 'eval_interval')]
-
-
-def plan(max_iters=None):
-    """[(stage, config, flags, runs)]: every ablate.py command of config/experiment7.sh, at the recipe's length or
-    at max_iters. A row's rates change no run's arithmetic, so the confirmations' best rows are counted unseen."""
-    length = [] if max_iters is None else [f'--max_iters={max_iters}']
-    half = half_flags() if max_iters is None else [f'--max_iters={max_iters // 2}', *half_flags()[1:]]
-    items = [('time', size, ['--optimizer=muon', *TIME_FLAGS], 2) for size in SIZES]
-    for optimizer, sizes in OPTIMIZERS.items():
-        items += [('sweep', size, [f'--optimizer={optimizer}', *half], len(grid_rows(optimizer))) for size in sizes]
-    for optimizer, sizes in OPTIMIZERS.items():
-        items += [('confirm', size, [f'--optimizer={optimizer}', *length], 4 * SEEDS) for size in sizes]
-    for size in DEEP:
-        items += [('depth', f'{size}_deep', ['--optimizer=muon', *half], len(grid_rows('muon', tied_only=True))),
-                  ('depth', f'{size}_deep', ['--optimizer=muon', *length], SEEDS)]
-    return items
-
-
-# What each command of the time stage took on a Zen 4 (`cpu family 25`, avx512_bf16), from its closing line
-# ("2 runs trained, ... in N s"): start-up, evaluations and the float32 scoring of the whole split included,
-# which the runs' own tokens a second leave out. Their summaries are committed (docs/results/experiment7-time-*).
-TIME_STAGE_WALL = dict(w64=69, w96=78, w128=98, w160=167)
-
-
-def measured_rates():
-    """{column: {size: FLOPs a second of grid}} from the time stage's runs, two side by side: their own training tokens
-    a second (out-exp7-time-SIZE/summary.json, else its copy in docs/results/), and TIME_STAGE_WALL, the two runs'
-    arithmetic over their command's wall clock."""
-    timed, wall = {}, {}
-    for size, seconds in TIME_STAGE_WALL.items():
-        with open(summary_path(os.path.join(ROOT, f'out-exp7-time-{size}')), encoding='utf-8') as f:
-            modes = json.load(f)['modes']
-        cfg = resolve(size, '--optimizer=muon', *TIME_FLAGS)
-        shape = counts(cfg)
-        per_token = shape['flops'] + shape['muon_step'] / (cfg['batch_size'] * cfg['block_size'])
-        speed = sum(modes[m]['tokens_per_sec']['mean'] for m in ('untied', 'tied')) / 2
-        timed[size] = 2 * speed * per_token
-        wall[size] = 2 * run_flops(cfg, shape) / seconds
-    return {"the runs' tokens a second": timed, "the commands' wall clock": wall}
-
-
-def stage_hours(rate, max_iters=None):
-    """{stage: hours} at rate, {size: FLOPs a second of grid}."""
-    hours = {}
-    for stage, name, flags, runs in plan(max_iters):
-        cfg = resolve(name, *flags)
-        flops = run_flops(cfg, counts(cfg)) * runs
-        hours[stage] = hours.get(stage, 0.0) + flops / rate[name.split('_')[0]] / 3600  # w128_deep at w128's rate
-    return hours
-
-
-def fitting_length(rate, budget=BUDGET_HOURS):
-    """The longest max_iters, in tens, whose whole grid fits the budget at that rate (the grid grows with it)."""
-    def fits(n):
-        return sum(stage_hours(rate, n).values()) <= budget
-    if not fits(10):
-        return None
-    low, high = 1, 101  # in tens of iterations: low fits, high is taken not to
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(10 * middle) else (low, middle)
-    return 10 * low
 
 
 def ladder_table():
@@ -257,38 +179,6 @@ def depth_table():
         lines.append(f"| {name} | {cfg['n_layer']}, {untied:,}, {counts(cfg, vocab)['flops'] / 1e6:.1f} M | {tied[0]} | "
                      f"{tied[1]} | {deep[0][1]['flops'] / 1e6:.1f} M | {trained} |")
     return lines
-
-
-def time_table():
-    rates = measured_rates()
-    hours = [stage_hours(rate) for rate in rates.values()]
-    runs = {}
-    for stage, *_, count in plan():
-        runs[stage] = runs.get(stage, 0) + count
-    lines = ['| stage | runs | ' + ' | '.join(rates) + ' |', '|---|---:|' + '---:|' * len(rates)]
-    for stage, count in runs.items():
-        lines.append(f"| `{stage}` | {count} | " + ' | '.join(f'{h[stage]:.1f} h' for h in hours) + ' |')
-    lines.append(f"| all | {sum(runs.values())} | " + ' | '.join(f'**{sum(h.values()):.1f} h**' for h in hours) + ' |')
-    fits = ', '.join(f'{fitting_length(rate)} at {column}' for column, rate in rates.items())
-    return lines + ['', f"max_iters that fits {BUDGET_HOURS} hours: {fits}", '', cost_shares()]
-
-
-def cost_shares():
-    """Where a run's arithmetic goes, over the ladder: scoring ckpt.pt on the whole validation split, and Muon's
-    steps."""
-    shares = {}
-    for label, flags in (('a full-length run', []), ('a sweep run', half_flags())):
-        for size in SIZES:
-            cfg = resolve(size, '--optimizer=muon', *flags)
-            c = counts(cfg)
-            total = run_flops(cfg, c)
-            shares.setdefault(label, []).append((c['flops'] * (CORPUS['val_tokens'] - 1) / 3 / total,
-                                                 c['muon_step'] * cfg['max_iters'] / total))
-    scoring = '; '.join(f"{min(s for s, _ in v):.0%}-{max(s for s, _ in v):.0%} of {label}"
-                        for label, v in shares.items())
-    muon = max(m for _, m in shares['a full-length run'])
-    return (f"Scoring ckpt.pt on the whole validation split: {scoring} (smallest size the most). "
-            f"Muon's Newton-Schulz steps: up to {muon:.0%} of a full-length run (the largest size).")
 
 
 def summary_path(out_dir):
@@ -468,7 +358,7 @@ def main(argv):
     if command == 'sizes':
         print(' '.join({'': SIZES, 'adamw': OPTIMIZERS['adamw'], 'deep': DEEP}[argv[1] if argv[1:] else '']))
     elif command == 'flags':
-        print(' '.join({'half': half_flags(), 'time': TIME_FLAGS, 'horizon': HORIZON_FLAGS}[argv[1]]))
+        print(' '.join({'half': half_flags(), 'horizon': HORIZON_FLAGS}[argv[1]]))
     elif command == 'grid':
         print(','.join(REMEDY_GRIDS[argv[1]] if argv[1] in REMEDY_GRIDS else grid_rows(argv[1], argv[2:] == ['tied'])))
     elif command == 'widen':  # OUT_DIR [ROWS]: its rows, the grid's ROWS it lacks, the neighbours its bests lack
@@ -494,7 +384,7 @@ def main(argv):
               if isinstance(best, tuple) else ','.join(f'{name}_e{rate:g}' for rate in neighbours(best)))
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
-              *depth_table(), '', '### Grid time per stage', '', *time_table(), sep='\n')
+              *depth_table(), sep='\n')
     else:
         raise SystemExit(__doc__)
 
