@@ -35,7 +35,6 @@ CORPUS = dict(vocab_size=19_378, train_tokens=1_409_436, val_tokens=156_605)
 SIZES = ('w64', 'w96', 'w128', 'w160')  # config/ladder_SIZE.py, smallest first
 DEEP = ('w128', 'w160')                 # config/ladder_SIZE_deep.py: claim 19's tied models
 OPTIMIZERS = {'muon': SIZES, 'adamw': (SIZES[0], SIZES[-1])}  # practice's optimizer at every size, AdamW at the ends
-SEEDS = 5
 
 # A rate is a multiple of learning_rate, on a ladder of half decades (experiment 6's steps of sqrt(10)).
 # From x0.01 to x10,000: the top was x1,000 until the sweep under Muon at w160 put untied's table there (5.127 at
