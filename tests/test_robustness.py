@@ -361,7 +361,9 @@ def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_
     # Past the save of iteration 5, so the final save has something new to write.
     wait_for(lambda: os.path.exists(metrics) and len(open(metrics).read().splitlines()) > 8, process)
     process.send_signal(signal.SIGINT)
-    wait_for(lambda: temp_files(out_dir), process)  # the final save, written and held before its rename
+    # The final save has begun. The second Ctrl-C lands while it writes or while it is held before its rename,
+    # never after it: both must keep the checkpoint on disk.
+    wait_for(lambda: temp_files(out_dir), process)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and 'Traceback' not in stderr
@@ -370,8 +372,8 @@ def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_
     prefix, suffix = 'stopped at once; the checkpoint of iteration ', f' in {ckpt_path} is kept'
     assert lines[1].startswith(prefix) and lines[1].endswith(suffix)
     named = int(lines[1][len(prefix):-len(suffix)])
-    # The one on disk is the last periodic save's, whole, as the line says; the final save's complete temp file,
-    # interrupted before its rename, is removed rather than taken for the checkpoint.
+    # The one on disk is the last periodic save's, whole, as the line says; the final save's temp file, interrupted
+    # before its rename, is removed rather than taken for the checkpoint.
     assert load_and_build(ckpt_path)['iter_num'] == named >= 5
     assert temp_files(out_dir) == []
 
