@@ -239,7 +239,7 @@ remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(
     [ "$form" = 1 ] || exit 0  # not untied's pick: remedy_horizon trains the form without sqrt(d)
     python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seeds=3 --emb_scale=true \
         $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${picked/rselect/rhorizon}"
-    python lab/experiment7_results.py curves "${picked/rselect/rhorizon}" ;;
+    python lab/experiment7_tables.py curves "${picked/rselect/rhorizon}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each; untied's
     # here only where its pick is the form without sqrt(d) (after remedy_untied_sqrt_d, which trains the other's)
@@ -252,7 +252,7 @@ remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each e
         [ -n "${rows[$k]}" ] || continue
         python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${remedy_flags[$k]} \
             $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${fresh[$k]/rfresh/rhorizon}"
-        python lab/experiment7_results.py curves "${fresh[$k]/rfresh/rhorizon}"
+        python lab/experiment7_tables.py curves "${fresh[$k]/rfresh/rhorizon}"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
     # then its best, and that size's untied and plain tied bests (their committed sweep), on five fresh seeds each
@@ -283,7 +283,7 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         fi
         python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows" --seeds=3 \
             $(python $tables flags horizon) --out_dir="out-exp7-horizon-muon-$size"
-        python lab/experiment7_results.py curves "out-exp7-horizon-muon-$size"
+        python lab/experiment7_tables.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
     echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_depth [SIZE...]" >&2

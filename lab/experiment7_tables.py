@@ -14,11 +14,13 @@ rather than typed.
     python lab/experiment7_tables.py remedy_widen OUT_DIR...  # those rows, and the next rung beyond any pick
                                                      # that lies at their edge, a line a dir
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
+    python lab/experiment7_tables.py curves OUT_DIR  # a horizon stage's evaluations, OUT_DIR/curves.csv
 
 config/experiment7.sh runs all but the first. Parameters are counted on models built on torch's meta device (no
 memory, no data needed), FLOPs per token by lib/throughput.flops_per_token, and Muon's Newton-Schulz steps beside them.
 """
 
+import csv
 import json
 import math
 import os
@@ -352,6 +354,26 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     return [','.join(rows) for rows in lines]
 
 
+def write_curves(out_dir):
+    """The evaluations along the way (metrics.csv's rows with a validation loss) of every run that OUT_DIR's summary
+    reports, as one file, OUT_DIR/curves.csv: mode, seed, iter, val_loss. It is committed beside the summary, which
+    keeps only the end; a run folder the summary leaves out (a row dropped from the stage part-way) stays out."""
+    from lib.atomic_files import atomic_write_bytes
+    path = os.path.join(out_dir, 'summary.json')
+    if not os.path.exists(path):
+        raise SystemExit(f"curves: {out_dir} has no summary.json (run its ablate.py command first, or name another "
+                         f"folder)")
+    with open(path, encoding='utf-8') as f:
+        info = json.load(f)
+    rows = []
+    for mode in info['modes']:
+        for seed in info['seeds']:
+            with open(os.path.join(out_dir, f'{mode}-seed{seed}', 'metrics.csv'), encoding='utf-8') as f:
+                rows += [(mode, str(seed), r['iter'], r['val_loss']) for r in csv.DictReader(f) if r['val_loss']]
+    atomic_write_bytes(os.path.join(out_dir, 'curves.csv'),
+                       ('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows)).encode())
+
+
 def main(argv):
     command = argv[0] if argv else ''
     if command == 'sizes':
@@ -381,6 +403,8 @@ def main(argv):
         best = min(rates, key=rates.get)
         print(k, ','.join(f'{name}_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1]))
               if isinstance(best, tuple) else ','.join(f'{name}_e{rate:g}' for rate in neighbours(best)))
+    elif command == 'curves':
+        write_curves(argv[1])
     elif command == '':
         print('### The ladder', '', *ladder_table(), '', '### Claim 19: depth-matched tied models', '',
               *depth_table(), sep='\n')
