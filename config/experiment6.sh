@@ -31,7 +31,7 @@ sweep)
     base_sweep muon 0.3 3 ;;
 edges)  # where the sweep's best stood on its edge: the table's rate beyond x100, the base rate beyond x3
     # the x300 cell in a folder of its own beside untied (the same seed and data order as every cell; untied again
-    # checks that), merged into the sweep's tables and heat map by lab/experiment6_tables.py
+    # checks that), merged into the sweep's tables and heat map (lab/experiment6_tables.py, at commit c72d8a3)
     python ablate.py config/ablate_bpe_rates.py --modes=untied,untied_e300_h3 --out_dir=out-exp6-rates-adamw-e300
     base_sweep adamw 10  # (AdamW's runs ignore the muon_lr it passes)
     base_sweep muon 10 ;;

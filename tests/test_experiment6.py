@@ -1,35 +1,31 @@
-"""Experiment 6's figures, as the README and docs/experiment6.md quote them, are the ones that
-lab/experiment6_tables.py computes from the committed summaries (docs/results/experiment6-*/, experiment5-bpe),
-each in its claim's row or verdict beside its setting's label: a summary replaced, a number typed by hand, or one
-set beside another setting's label, fails here."""
+"""Experiment 6's figures, as the README and docs/experiment6.md quote them, are what the committed summaries give
+(docs/results/experiment6-*/, experiment5-bpe), each in its claim's row or verdict beside its setting's label: a
+summary replaced, a number typed by hand, or one set beside another setting's label, fails here. The experiment is
+finished; its tables were printed by lab/experiment6_tables.py, retired after commit c72d8a3 (docs/experiment6.md)."""
 
-import contextlib
-import importlib.util
-import io
 import os
-import re
 
 import pytest
 
-from conftest import as_prose, assert_quotes, findings_row, findings_text, markdown_block
+from conftest import as_prose, assert_quotes, committed_summary, findings_row, findings_text, interval, markdown_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tables_module():
-    spec = importlib.util.spec_from_file_location('experiment6_tables', os.path.join(ROOT, 'lab', 'experiment6_tables.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def confirm_sources():
+    """{setting: {arm: (summary, row)}} of stage 2, the rows its tables compare; AdamW's default rates are
+    experiment 5's runs. Muon as experiment 6 ran it (q, k, v orthogonalised as one matrix), then with each apart
+    (the controls stage: --muon_qkv=split, the default since)."""
+    adamw, default = committed_summary('experiment6-confirm-adamw'), committed_summary('experiment5-bpe')
+    sources = dict(adamw=dict(untied=(default, 'untied'), tied=(default, 'tied'), untied_best=(adamw, 'untied_e30_h3'),
+                              tied_best=(adamw, 'tied_e10'), tied_untie_best=(adamw, 'tied_untie_e10')))
+    for setting, name in (('muon', 'experiment6-confirm-muon'), ('split', 'experiment6-confirm-muon-split')):
+        muon = committed_summary(name)
+        sources[setting] = dict(untied=(muon, 'untied'), tied=(muon, 'tied'), untied_best=(muon, 'untied_e10_h3'),
+                                tied_best=(muon, 'tied_e10'), tied_untie_best=(muon, 'tied_untie_e10'))
+    return sources
 
 
-def read(*path):
-    with open(os.path.join(ROOT, *path), encoding='utf-8') as f:
-        return f.read()
-
-
-# The settings as the tables script names them, and as the phrases below do.
-SETTINGS = {'adamw': 'adamw', 'muon': 'muon', 'muon, q/k/v apart': 'split'}
 # rows 14, 15 and 16: tied against untied at the default rates and each at its best, untied at 2/3 against tied
 RATES = {'default': ('tied', 'untied'), 'best': ('tied_best', 'untied_best'), 'untie': ('tied_untie_best', 'tied_best')}
 
@@ -75,42 +71,33 @@ DOC_LENS_QUOTES = [('after block 1, tied − untied: {adamw_default} (AdamW)', '
                    ('{split_best} with q, k, v apart', 'at the best rates', None)]
 
 
-def paired_only(text):
-    """The paired interval of a tables script's cell ('**+0.079 [...]** (Welch [...])'): the prose quotes it alone, and
-    says that Welch's stands beside it in the doc's tables."""
-    return re.match(r'\*{0,2}[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\]\*{0,2}', text).group()
-
-
-def cost_numbers(tables):
+def cost_numbers():
     """{'muon_best': interval, ...}: every five-seed difference of rows 14-16 that the committed summaries give."""
-    numbers = {}
-    for optimizer, rows in tables.confirm_sources().items():
-        for rates, (a, b) in RATES.items():
-            if a in rows and b in rows:
-                numbers[f'{SETTINGS[optimizer]}_{rates}'] = paired_only(tables.diff(rows[a], rows[b], 'val_loss_all'))
-    return numbers
+    return {f'{setting}_{rates}': interval(rows[a], rows[b])
+            for setting, rows in confirm_sources().items() for rates, (a, b) in RATES.items()}
 
 
 def test_readme_rows_14_to_16_and_the_verdicts_quote_each_five_seed_difference_beside_its_setting():
-    numbers = cost_numbers(tables_module())
-    # AdamW, Muon as experiment 6 ran it, and Muon with q, k, v apart (the controls): each at each rate
-    assert set(numbers) == {f'{setting}_{rates}' for setting in SETTINGS.values() for rates in RATES}
+    numbers = cost_numbers()
     assert_quotes(COST_QUOTES, numbers, findings_row, 'README row')
     assert_quotes(DOC_COST_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
 
 
 def test_readme_row_17_quotes_the_lens_gap_after_block_1_and_no_layer_differs_where_it_says_so():
-    tables = tables_module()
-    pairs = tables.lens_pairs(tables.confirm_sources())
-    assert len(pairs) == 6  # default and best rates under AdamW, Muon, and Muon with q, k, v apart
+    """Claim 17's pairs, tied and untied at the default rates and each at its best, under each setting; AdamW's
+    default rates are experiment 5's untied and tied trained again with the lens (experiment6-lens-adamw)."""
+    sources = confirm_sources()
+    again = committed_summary('experiment6-lens-adamw')
+    sources['adamw'] = dict(sources['adamw'], untied=(again, 'untied'), tied=(again, 'tied'))
     numbers = {}
-    for optimizer, rates, tied, untied in pairs:
-        gaps = [paired_only(tables.diff(tied, untied, f'lens_gap_{layer}'))
-                for layer in range(tied[0]['config']['n_layer'])]
-        if optimizer == 'adamw' and rates != 'default rates':  # "no layer differs under AdamW"
-            assert not any(gap.startswith('**') for gap in gaps), gaps
-            continue
-        numbers[f"{SETTINGS[optimizer]}_{'default' if rates == 'default rates' else 'best'}"] = gaps[1]
+    for setting, rows in sources.items():
+        for rates, (tied, untied) in (('default', ('tied', 'untied')), ('best', ('tied_best', 'untied_best'))):
+            layers = rows[tied][0]['config']['n_layer']
+            gaps = [interval(rows[tied], rows[untied], f'lens_gap_{layer}') for layer in range(layers)]
+            if setting == 'adamw' and rates == 'best':  # "no layer differs under AdamW"
+                assert not any(gap.startswith('**') for gap in gaps), gaps
+                continue
+            numbers[f'{setting}_{rates}'] = gaps[1]
     assert_quotes({17: LENS_QUOTES}, numbers, findings_row, 'README row')
     assert_quotes({'**17. ': DOC_LENS_QUOTES}, numbers, lambda start: markdown_block(DOC, start), DOC)
 
@@ -126,10 +113,14 @@ DECAY_QUOTES = {
 
 
 def test_rows_14_and_15_and_the_verdicts_they_link_to_quote_the_decay_controls():
-    tables = tables_module()
-    sources = tables.decay_sources(tables.confirm_sources())
-    numbers = {f"{SETTINGS[optimizer]}_{form}": paired_only(tables.diff(rows['tied_best'], rows['untied_best']))
-               for optimizer, forms in sources.items() for form, rows in forms.items()}
+    """The controls ran each setting's best rows again with the ends' decay per step held at x1's (per_step) or none
+    (experiment6-decay-OPTIMIZER-FORM), against the same default rows of stage 2."""
+    sources, numbers = confirm_sources(), {}
+    for setting, prefix in (('adamw', 'experiment6-decay-adamw'), ('split', 'experiment6-decay-muon')):
+        for form in ('per_step', 'none'):
+            control = committed_summary(f'{prefix}-{form}')
+            tied, untied = ((control, sources[setting][arm][1]) for arm in ('tied_best', 'untied_best'))
+            numbers[f'{setting}_{form}'] = interval(tied, untied)
     quoted = {key: numbers[key] for key in ('adamw_per_step', 'split_per_step', 'split_none')}
     assert_quotes(DECAY_QUOTES, quoted, findings_text, 'findings')
 
@@ -137,7 +128,7 @@ def test_rows_14_and_15_and_the_verdicts_they_link_to_quote_the_decay_controls()
 def test_a_number_beside_another_setting_fails_the_check():
     """The check itself: README row 16 with its AdamW and Muon labels swapped, row 15 with its default and best
     intervals swapped, and a number moved out of its row, each fail."""
-    numbers = cost_numbers(tables_module())
+    numbers = cost_numbers()
     row16, row15 = findings_row(16), findings_row(15)
     swapped = row16.replace('(AdamW)', '(X)').replace('(Muon)', '(AdamW)').replace('(X)', '(Muon)')
     default, best = (as_prose(numbers[key]) for key in ('muon_default', 'muon_best'))
@@ -150,14 +141,3 @@ def test_a_number_beside_another_setting_fails_the_check():
                           'with the controls; (the default since)')
     with pytest.raises(AssertionError, match='not in the clause'):
         assert_quotes({15: COST_QUOTES[15]}, numbers, {15: moved}.get, 'README row')
-
-
-def test_every_table_row_of_the_doc_is_the_scripts_output():
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        tables_module().main()
-    rows = [line for line in printed.getvalue().splitlines() if line.startswith('| ') and '---' not in line]
-    assert len(rows) > 40  # the sweeps, the base rates, the five-seed tables and the lens: not an empty run
-    doc = read('docs', 'experiment6.md')
-    missing = [row for row in rows if row not in doc]
-    assert not missing, f"docs/experiment6.md lacks {len(missing)} of the script's rows, e.g. {missing[0]}"

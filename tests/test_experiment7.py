@@ -19,7 +19,7 @@ import pytest
 
 import ablate
 import train
-from conftest import assert_quotes, findings_text, markdown_block
+from conftest import assert_quotes, committed_summary, findings_text, interval, markdown_block
 from lib import command_line
 from lab.ablation_figure import rate_cells
 
@@ -316,125 +316,6 @@ def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
     assert result.returncode == 2 and 'usage: bash config/experiment7.sh sweep|confirm|depth' in result.stderr
 
 
-@pytest.fixture
-def results(monkeypatch, tmp_path):
-    path = os.path.join(ROOT, 'lab', 'experiment7_results.py')
-    spec = importlib.util.spec_from_file_location('experiment7_results', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, 'RESULTS', str(tmp_path))
-    return module
-
-
-def commit_summary(root, name, per_seed):
-    folder = root / name
-    folder.mkdir()
-    (folder / 'summary.json').write_text(json.dumps(dict(modes={
-        row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in per_seed.items()})))
-
-
-def test_the_results_read_the_committed_stages_and_carry_the_trend_to_gpt2_small(results, tables, tmp_path):
-    """Summaries made up so that tying costs exactly 0.01 + 0.02 log10(tied parameters) at each one's best rates
-    under Muon: the fit must find that line and the table each size's best rows from its sweep."""
-    noise = [0.0, 0.013, -0.007, 0.021, -0.017]
-    for size in tables.SIZES[:3]:  # the largest size not run yet: left out, not an error
-        sweep = {row: [5.0] for row in tables.grid_rows('muon')}
-        sweep.update(untied_e10_h3=[4.0], tied_e3=[4.1])
-        commit_summary(tmp_path, f'experiment7-sweep-muon-{size}', sweep)
-        cost = 0.01 + 0.02 * math.log10(tables.counts(tables.resolve(size))['tied'])
-        commit_summary(tmp_path, f'experiment7-confirm-muon-{size}', dict(
-            untied=[4.5 + e for e in noise], tied=[4.6 + e for e in noise],
-            untied_e10_h3=[4.3 + e for e in noise], tied_e3=[4.3 + cost + e for e in noise]))
-    table = results.cost_table()
-    assert len(table) == 2 + 3 and all('muon' in row for row in table[2:])
-    assert all('(×10, ×3)' in row and '(×3)' in row and '| **+0.100 [+0.078, +0.122]** |' in row for row in table[2:])
-    assert len(results.sweep_table()) == 2 + 3 and results.depth_results()[2:] == []
-    slope, intercept, predict = results.fit([(c['tied'], cost['best'][0]) for *_, c, cost, _ in results.costs()])
-    assert (slope, intercept) == (pytest.approx(0.02), pytest.approx(0.01))
-    target = results.gpt2_small()['tied']
-    assert 124e6 < target < 125e6
-    (row,) = [line for line in results.prediction() if '| muon | each at its best |' in line]
-    assert f"{0.01 + 0.02 * math.log10(target):+.3f}" in row and '| 3 |' in row
-    # the check of the selection: tied again at another rate, against the same untied best row
-    commit_summary(tmp_path, f'experiment7-check-muon-{tables.SIZES[0]}', dict(tied_e10=[4.35 + e for e in noise]))
-    (check,) = results.check_table()[2:]
-    assert check.startswith(f'| `{tables.SIZES[0]}` | muon | ×3 ') and check.endswith('| **+0.050 [+0.028, +0.072]** |')
-    widths = [tables.resolve(size)['n_embd'] for size in tables.SIZES[:3]]
-    assert results.best_rates() == {'muon': [(w, 3.0, 10.0, 3.0) for w in widths]}
-    if results.plot_costs(str(tmp_path / 'cost.png')):  # False only where matplotlib is missing
-        assert (tmp_path / 'cost.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-
-
-def test_summaries_of_the_same_seeds_are_read_paired_with_welch_beside(results, tables, tmp_path):
-    """Rows that share their seeds (and so their data order and evaluation batches) differ by the mean of per-seed
-    differences, with Student's t on n - 1 degrees of freedom; Welch's interval, which ignores the pairing, stands
-    beside it. The seeds move both rows together here, so only the paired interval excludes zero."""
-    size = tables.SIZES[0]
-    shared = [0.0, 0.05, -0.04, 0.06, -0.05]  # what each seed does to both rows
-    own = [0.004, -0.002, 0.001, -0.003, 0.0]
-    seeded = lambda rows: dict(seeds=[1337, 1338, 1339, 1340, 1341], eval_seeds=[11337], modes={  # noqa: E731
-        row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})
-    folder = tmp_path / f'experiment7-sweep-muon-{size}'
-    folder.mkdir()
-    (folder / 'summary.json').write_text(json.dumps(seeded(dict(untied_e10_h3=[4.0], tied_e3=[4.1]))))
-    folder = tmp_path / f'experiment7-confirm-muon-{size}'
-    folder.mkdir()
-    (folder / 'summary.json').write_text(json.dumps(seeded(dict(
-        untied=[4.5 + e for e in shared], tied=[4.6 + e for e in shared],
-        untied_e10_h3=[4.3 + e for e in shared], tied_e3=[4.32 + e + o for e, o in zip(shared, own)]))))
-    (row,) = results.cost_table()[2:]
-    diffs = [0.02 + o for o in own]
-    mean, sd = sum(diffs) / 5, math.sqrt(sum((d - sum(diffs) / 5) ** 2 for d in diffs) / 4)
-    half = 2.776 * sd / math.sqrt(5)
-    assert f'**{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]** (Welch [' in row, row
-    welch_low = float(row.split('(Welch [')[-1].split(',')[0])  # the best rates' (the last difference)
-    assert welch_low < 0  # the seeds' own spread hides the difference from Welch's interval
-
-
-def test_a_deeper_model_trained_in_float32_is_measured_against_untied_trained_again_so(results, tables, tmp_path):
-    """Claim 19's difference is the depth's only where both sides trained in one precision: with a float32 copy
-    of untied's best row committed, the deeper model is measured against it, not against stage 2's bf16 rows,
-    and the precision control prints the shift between the two."""
-    size = tables.DEEP[-1]
-    noise = [0.0, 0.013, -0.007, 0.021, -0.017]
-    commit_summary(tmp_path, f'experiment7-sweep-muon-{size}', dict(untied_e10_h3=[4.0], tied_e3=[4.1], tied_e10=[4.2]))
-    commit_summary(tmp_path, f'experiment7-confirm-muon-{size}', dict(
-        untied=[4.5 + e for e in noise], tied=[4.6 + e for e in noise],
-        untied_e10_h3=[4.3 + e for e in noise], tied_e3=[4.35 + e for e in noise]))
-    commit_summary(tmp_path, f'experiment7-sweep-muon-{size}_deep', dict(tied_e3=[4.2], tied_e10=[4.1], tied_e30=[4.3]))
-    commit_summary(tmp_path, f'experiment7-confirm-muon-{size}_deep', dict(tied_e10=[4.42 + e for e in noise]))
-    (bf16,) = results.depth_results()[2:]
-    assert '| 4.422 ± 0.015 (×10) | **+0.120 [+0.098, +0.142]** | **+0.070 [+0.048, +0.092]** |' in bf16
-    assert results.precision_table()[2:] == []
-    commit_summary(tmp_path, f'experiment7-float32-muon-{size}', dict(untied_e10_h3=[4.33 + e for e in noise]))
-    (float32,) = results.depth_results()[2:]
-    assert float32.endswith('| 4.422 ± 0.015 (×10, float32) | **+0.090 [+0.068, +0.112]** | '
-                            '**+0.070 [+0.048, +0.092]** (bf16) |'), float32
-    (shift,) = results.precision_table()[2:]
-    assert shift == f'| `{size}` | ×10, ×3 | 4.302 ± 0.015 | 4.332 ± 0.015 | **+0.030 [+0.008, +0.052]** |'
-    assert [cost['default'] for *_, cost, _ in results.costs()] == [pytest.approx((0.1, 0.078, 0.122), abs=1e-3)]
-    # a confirmation that trained in float32 says so in the cost table, read from its summary's trained_on
-    confirm = tmp_path / f'experiment7-confirm-muon-{size}' / 'summary.json'
-    assert '| muon |' in results.cost_table()[2]
-    confirm.write_text(json.dumps(dict(json.loads(confirm.read_text()), trained_on='every run on cpu in float32')))
-    assert '| muon, float32 |' in results.cost_table()[2]
-
-
-def test_the_doc_quotes_every_result_table_that_has_rows():
-    """Each committed stage's table, as lab/experiment7_results.py prints it, is in docs/experiment7.md: every row,
-    its header too (a table whose rows do not start with a size, as the horizon under AdamW's, included)."""
-    printed = subprocess.run([sys.executable, os.path.join('lab', 'experiment7_results.py')], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
-    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
-        doc = f.read()
-    committed = [name for name in os.listdir(os.path.join(ROOT, 'docs', 'results'))
-                 if name.startswith(('experiment7-sweep', 'experiment7-confirm'))]
-    rows = [line for line in printed.splitlines() if line.startswith('| ')]
-    assert len(rows) >= len(committed) // 2  # a sweep a row; a confirmation a row, once its sweep is committed too
-    missing = [row for row in rows if row not in doc]
-    assert not missing, f"docs/experiment7.md lacks {len(missing)} result row(s), e.g. {missing[0]}"
-
-
 def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables, tmp_path):
     top = tables.RUNGS[-1]
     below = tables.RUNGS[-2]
@@ -520,333 +401,117 @@ DOC_QUOTES = {
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
 }
-INTERVAL = re.compile(r'\*{0,2}[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\]\*{0,2}')
+# The remedy stages under AdamW at w160 (config/experiment7.sh remedy_*): the fresh seeds of each family's pick, the
+# same three arms at 4 layers, and over one epoch; untied's pick is untied with sqrt(d) input scaling (the lower of
+# the two untied forms on the three choosing seeds), and the depth stage's untied is untied without it, as its table
+# says. {key: (folder, row)}
+FRESH = 'experiment7-rfresh-adamw-w160-coupled'
+REMEDY_ARMS = {
+    'fresh': dict(untied=(f'{FRESH}-emb_scale-untied', 'untied_e30_h10'), tied=(FRESH, 'tied_e30'),
+                  proj=(FRESH, 'proj_e100'), tied_sqrt_d=(f'{FRESH}-emb_scale', 'tied_e10'),
+                  proj_sqrt_d=(f'{FRESH}-emb_scale', 'proj_e10')),
+    'depth4': dict(untied=('experiment7-rdepth-adamw-w160_shallow-coupled-untied', 'untied_e100_h10'),
+                   tied=('experiment7-rdepth-adamw-w160_shallow-coupled', 'tied_e30'),
+                   proj_sqrt_d=('experiment7-rdepth-adamw-w160_shallow-coupled-emb_scale', 'proj_e10')),
+    'depth20': dict(untied=(f'{FRESH}-untied', 'untied_e100_h10'), tied=(FRESH, 'tied_e30'),
+                    proj_sqrt_d=(f'{FRESH}-emb_scale', 'proj_e10')),
+    'horizon_adamw': dict(untied=('experiment7-rhorizon-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10'),
+                          tied=('experiment7-rhorizon-adamw-w160-coupled', 'tied_e30'),
+                          proj_sqrt_d=('experiment7-rhorizon-adamw-w160-coupled-emb_scale', 'proj_e10')),
+}
+GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024)  # and GPT-2's 50,257 ids
 
 
-def claim_18_and_19_numbers(results):
-    """{'muon_w96_best': interval, ...}: every committed confirmation's cost at the default and the best rates, each
-    check's cost at the runner-up rate, every deeper model against untied and against tied (each the interval paired
-    by seed; the docs' tables give Welch's beside it), the lines carried to GPT-2 small, and each remedy's cost
-    against untied under AdamW on the fresh seeds, at 4 layers and over one epoch."""
-    from lab.ablation_report import fmt_interval
-    numbers = {}
-    for optimizer, size, _, _, cost, _ in results.costs():
-        numbers.update({f'{optimizer}_{size}_{rates}': fmt_interval(*cost[rates]) for rates in ('default', 'best')
-                        if cost[rates]})
-    for row in results.check_table()[2:]:
-        cells = row.strip('| ').split(' | ')
-        numbers[f"{cells[1]}_{cells[0].strip('`')}_check"] = INTERVAL.search(cells[-1]).group()  # the paired one
-    for row in results.depth_results()[2:]:
-        cells = row.strip('| ').split(' | ')
-        size = cells[0].strip('`')
-        numbers[f'deeper_{size}_untied'], numbers[f'deeper_{size}_tied'] = (INTERVAL.search(cell).group()
-                                                                            for cell in cells[-2:])
-    for row in results.remedies.selection_table(results.RESULTS)[2:]:  # each remedy's fresh seeds against untied
-        cells = row.strip('| ').split(' | ')
-        family = cells[0].replace('`', '').replace(', √d input scaling', '_sqrt_d')
-        if family != 'untied' and cells[3] != '–':
-            numbers[f'adamw_fresh_{family}'] = INTERVAL.search(cells[3]).group()
-    for row in results.remedies.depth_table(results.RESULTS)[2:4]:  # 4 and 20 layers: plain tying's, the remedy's
-        cells = row.strip('| ').split(' | ')                            # cost against untied without sqrt(d)
-        depth = cells[0].split(' × ')[1]
-        numbers[f'depth{depth}_tied'], numbers[f'depth{depth}_proj_sqrt_d'] = (INTERVAL.search(cell).group()
-                                                                              for cell in cells[-3:-1])
-    for row in results.remedies.horizon_table(results.RESULTS, 1)[-1:]:  # one epoch: each cost on the whole split
-        cells = row.strip('| ').split(' | ')
-        numbers['horizon_adamw_tied'], numbers['horizon_adamw_proj_sqrt_d'] = (INTERVAL.search(cell).group()
-                                                                              for cell in cells[-2:])
-    for row in results.prediction():
-        if row.startswith(('| muon', '| adamw')):
-            cells = row.strip('| ').split(' | ')
-            numbers[f"gpt2_{cells[0]}_{'default' if cells[1] == 'default' else 'best'}"] = cells[-1]
-    return numbers
+def best_of(tables, sweep):
+    """A sweep's best rows, (untied's, tied's), as stage 2 confirmed them; None for a side the sweep lacks."""
+    untied, tied = rate_cells(sweep)
+    rows = tables.best_rows(untied, tied)
+    return (rows[0] if untied else None), (rows[-1] if tied else None)
 
 
-def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(results, monkeypatch):
-    """Every committed confirmation's cost (default and best rates), each check's cost at the runner-up rate, every
-    deeper model's difference from untied and from tied, and the prediction for GPT-2 small, each in findings.md's
-    row 18 (Muon), 18 (AdamW) or 19, or in the section of docs/experiment7.md that the row links to, and in
-    docs/experiment7.md's paragraph for it, beside its optimizer, rates and size."""
-    monkeypatch.setattr(results, 'RESULTS', os.path.join(ROOT, 'docs', 'results'))  # the committed summaries
-    numbers = claim_18_and_19_numbers(results)
-    assert any(key.endswith('_best') for key in numbers), 'no confirmation committed'
+def fitted_at(points, n):
+    """Least squares of cost on log10(parameters) through points [(parameters, cost)], read at n parameters with its
+    95 % prediction interval for a new size (t on len(points) - 2 degrees of freedom)."""
+    from lab.ablation_report import fmt_interval, t_975
+    xs, ys = [math.log10(p) for p, _ in points], [y for _, y in points]
+    k, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = math.sqrt(sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (k - 2))
+    x = math.log10(n)
+    y, half = my + slope * (x - mx), t_975(k - 2) * residual * math.sqrt(1 + 1 / k + (x - mx) ** 2 / sxx)
+    return fmt_interval(y, y - half, y + half)
+
+
+def claim_18_and_19_numbers(tables):
+    """{'muon_w96_best': interval, ...} from the committed summaries: every confirmation's cost at the default rates
+    and at each one's best (its sweep's best rows), w96's check of tied at its sweep's runner-up, each deeper model
+    against untied (trained again in float32 where it was) and against tied, each line through the costs carried to
+    GPT-2 small (at the best rates, w96's taken at the check's rate, as the text accepts it), and the remedy
+    stages' costs against untied (REMEDY_ARMS)."""
+    from lab.ablation_report import paired_interval
+    numbers, points = {}, {}
+    for optimizer, sizes in tables.OPTIMIZERS.items():
+        for size in sizes:
+            confirm, sweep = (committed_summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in ('confirm', 'sweep'))
+            untied, tied = best_of(tables, sweep)
+            numbers[f'{optimizer}_{size}_default'] = interval((confirm, 'tied'), (confirm, 'untied'))
+            numbers[f'{optimizer}_{size}_best'] = interval((confirm, tied), (confirm, untied))
+            best = (confirm, tied)
+            if (optimizer, size) == ('muon', 'w96'):
+                best = (committed_summary('experiment7-check-muon-w96'), 'tied_e10')
+                numbers['muon_w96_check'] = interval(best, (confirm, untied))
+            params = tables.counts(tables.resolve(size))['tied']
+            for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', (best, (confirm, untied)))):
+                per_seed = ([source['modes'][row]['val_loss_all']['per_seed'] for source, row in pair])
+                points.setdefault((optimizer, rates), []).append((params, paired_interval(*per_seed)[0]))
+    for size in tables.DEEP:
+        confirm, sweep = (committed_summary(f'experiment7-{stage}-muon-{size}') for stage in ('confirm', 'sweep'))
+        deep = committed_summary(f'experiment7-confirm-muon-{size}_deep')
+        _, deep_tied = best_of(tables, committed_summary(f'experiment7-sweep-muon-{size}_deep'))
+        untied, tied = best_of(tables, sweep)
+        reference = committed_summary(f'experiment7-float32-muon-{size}') if size == 'w160' else confirm
+        numbers[f'deeper_{size}_untied'] = interval((deep, deep_tied), (reference, untied))
+        numbers[f'deeper_{size}_tied'] = interval((deep, deep_tied), (confirm, tied))
+    gpt2 = tables.counts(dict(tables.resolve('recipe_ladder.py'), **GPT2_SMALL), 50_257)['tied']
+    for (optimizer, rates), line in points.items():
+        if optimizer == 'muon':  # AdamW has two sizes: no line
+            numbers[f'gpt2_muon_{rates}'] = fitted_at(line, gpt2)
+    for stage, arms in REMEDY_ARMS.items():
+        found = {arm: (committed_summary(name), row) for arm, (name, row) in arms.items()}
+        numbers.update({f'{stage}_{arm}': interval(run, found['untied']) for arm, run in found.items()
+                        if arm != 'untied'})
+    numbers['adamw_fresh_proj_sqrt_d'] = numbers.pop('fresh_proj_sqrt_d')
+    return {key.replace('fresh_', 'adamw_fresh_', 1) if key.startswith('fresh_') else key: value
+            for key, value in numbers.items()}
+
+
+def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(tables):
+    """Every committed confirmation's cost (default and best rates), w96's check at the runner-up rate, every
+    deeper model's difference from untied and from tied, the prediction for GPT-2 small and the remedies' costs,
+    each in findings.md's row 18 (Muon), 18 (AdamW) or 19, or in the section of docs/experiment7.md that the row
+    links to, and in docs/experiment7.md's paragraph for it, beside its optimizer, rates and size. The experiment
+    is finished; its tables were printed by lab/experiment7_results.py, retired after commit c72d8a3."""
+    numbers = claim_18_and_19_numbers(tables)
     assert_quotes(README_QUOTES, numbers, findings_text, 'findings')
     assert_quotes(DOC_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
 
 
-def test_the_controls_paired_seeds_are_read_paired_by_seed(results, tmp_path):
-    seeds = [1337, 1338, 1339, 1340, 1341]
-    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
-
-    def commit(name, rows, **extra):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
-            row: dict(val_loss_all=dict(mean=sum(v) / 5, per_seed=v)) for row, v in rows.items()}, **extra)))
-    commit('experiment7-pair-adamw-w160-tied', dict(tied_e100=[5.3 + e for e in shared]),
-           config=dict(warmup_iters=100, ends_decay='coupled'))
-    assert results.pair_table() == []  # not run: no table
-    commit('experiment7-pair-adamw-w160-untied', dict(untied_e300_h10=[5.0 + e for e in shared]))
-    (row,) = results.pair_table()[2:]
-    assert row.startswith('| 100, coupled, ×100 | 5.304 ± ')  # paired: the seeds' shared part cancels
-    assert '| this machine, bf16 | **+0.300 [+0.300, +0.300]** (Welch [' in row
-
-
-def test_the_input_side_remedies_are_read_against_the_same_seed_with_and_without_them(results, tmp_path):
-    def commit(name, rows, **config):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=[1337], config=config, modes={
-            row: dict(val_loss_all=dict(mean=v[0], per_seed=v)) for row, v in rows.items()})))
-    commit('experiment7-pair-adamw-w160-tied', dict(tied_e100=[5.3, 5.4]))
-    commit('experiment7-pair-adamw-w160-untied', dict(untied_e300_h10=[4.9, 5.0]))
-    assert results.remedies_table() == []  # not run: no table
-    commit('experiment7-remedies-adamw-w160-emb_scale', dict(tied_e100=[5.25], tied_e100_igs4=[5.5]), emb_scale=True)
-    commit('experiment7-remedies-adamw-w160', dict(tied_e100_igs4=[5.35]), emb_scale=False)
-    assert results.remedies_table()[2:] == [
-        "| none (the control's best cell) | 5.300 | – | +0.400 |",
-        '| input_grad_scale 4 | 5.350 | +0.050 | +0.450 |',
-        '| √d input scaling | 5.250 | -0.050 | +0.350 |',
-        '| √d input scaling, input_grad_scale 4 | 5.500 | +0.200 | +0.600 |']
-
-
-def test_the_selection_is_reported_from_fresh_seeds_that_did_not_choose(results, tables, tmp_path):
-    def commit(name, rows, seeds):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
-            row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
-    size = tables.SIZES[1]
-    commit(f'experiment7-select-muon-{size}', dict(untied_e100_h10=[4.90, 4.92, 4.91], untied_e300_h10=[4.95] * 3,
-                                                   tied_e30=[5.00] * 3, tied_e10=[4.95, 4.94, 4.96]), [1337, 1338, 1339])
-    assert results.selection_table() == []  # the fresh seeds not run yet
-    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
-    commit(f'experiment7-fresh-muon-{size}', dict(untied_e100_h10=[4.9 + e for e in shared],
-                                                  tied_e10=[4.93 + e for e in shared]), [1342, 1343, 1344, 1345, 1346])
-    (row,) = results.selection_table()[2:]
-    assert row.startswith(f'| `{size}` | ') and '| ×100, ×10; ×10 |' in row
-    assert row.endswith('| **+0.030 [+0.030, +0.030]** (Welch [-0.043, +0.103]) |'), row  # t(8 df) 2.306
-
-
-def test_the_horizon_reads_each_runs_curve_and_pairs_the_seeds_at_every_point(results, tables, tmp_path):
-    """Made-up metrics.csv files: curves.csv must keep every evaluation of the summary's runs and nothing else (not
-    a run folder the summary leaves out), and the table pair the seeds at each point (tied pays 0.10 at iteration 8
-    and 0.05 at 16 in every seed, so both intervals are exact)."""
-    size, out = tables.SIZES[2], tmp_path / 'out-exp7-horizon-muon'
+def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_reports(tables, tmp_path):
+    """Made-up metrics.csv files: curves.csv keeps each evaluation (a row with a validation loss) of the summary's
+    runs, and not those of a run folder the summary leaves out (a row dropped from the stage part-way)."""
+    out = tmp_path / 'out-exp7-horizon-muon'
     with pytest.raises(SystemExit, match=r'curves: .*out-exp7-horizon-muon has no summary.json'):
-        results.write_curves(str(out))  # a folder not trained yet: one line, no traceback
-    seeds, shared = [1337, 1338, 1339], {1337: 0.0, 1338: 0.04, 1339: -0.03}
-    per_seed = {}
-    for row, cost in (('untied_e300_h10', (0.0, 0.0)), ('tied_e10', (0.10, 0.05)), ('tied_e30', (0.2, 0.2))):
+        run_tables(tables, 'curves', str(out))  # a folder not trained yet: one line, no traceback
+    seeds = [1337, 1338]
+    for row in ('untied_e300_h10', 'tied_e10', 'tied_e30'):
         for seed in seeds:
             (out / f'{row}-seed{seed}').mkdir(parents=True)
-            losses = {0: 9.9, 8: 5.5 + cost[0] + shared[seed], 16: 5.0 + cost[1] + shared[seed]}
             (out / f'{row}-seed{seed}' / 'metrics.csv').write_text('iter,step_loss,val_loss\n' + ''.join(
-                f"{k},{9.0 - k / 10},{losses.get(k, '')}\n" for k in range(17)))
-            per_seed.setdefault(row, []).append(losses[16] - 0.02)  # the whole split, a little lower
-    summary = json.dumps(dict(
-        seeds=seeds, eval_seeds=[11337], max_iters=16, config=dict(batch_size=16, block_size=64),
-        modes={row: dict(val_loss_all=dict(mean=sum(v) / 3, per_seed=v)) for row, v in per_seed.items()
-               if row != 'tied_e30'}))  # a row the stage dropped part-way: its folders stay, the summary lacks it
-    (out / 'summary.json').write_text(summary)
-    results.write_curves(str(out))
-    curve_rows = (out / 'curves.csv').read_text().splitlines()
-    assert curve_rows[0] == 'mode,seed,iter,val_loss' and len(curve_rows) == 1 + 2 * 3 * 3
-    assert results.horizon_table() == []  # not committed: no table
-    folder = tmp_path / f'experiment7-horizon-muon-{size}'
-    folder.mkdir()
-    (folder / 'curves.csv').write_text((out / 'curves.csv').read_text())
-    (folder / 'summary.json').write_text(summary)
-    table = results.horizon_table()
-    rows = [line for line in table if line.startswith(f'| `{size}`')]
-    assert len(rows) == 3  # iterations 8 and 16, then the whole split; iteration 0 is no point of the curve
-    assert '| 8 |' in rows[0] and rows[0].endswith('| **+0.100 [+0.100, +0.100]** |'), rows[0]
-    assert '| 16 |' in rows[1] and rows[1].endswith('| **+0.050 [+0.050, +0.050]** |'), rows[1]
-    params = tables.counts(tables.resolve(size))['untied']
-    assert f'| {16 * 1024 / params:.3f} |' in rows[1]
-    assert 'whole split' in rows[2] and '**+0.050 [+0.050, +0.050]** (Welch [' in rows[2]
-
-
-def test_the_shallow_control_sits_between_the_ladders_adamw_ends(results, tmp_path):
-    """Made-up summaries: w160 at 4 layers enters the table between w64 and w160 with its own sweep's best rows,
-    the cost paired by seed (exact: the same difference in every seed) with Welch's interval beside it, computed
-    here by hand (equal spreads and five seeds a side: 8 degrees of freedom); no table until it is committed."""
-    shared = [0.0, 0.05, -0.04, 0.06, -0.05]
-
-    def commit(name, rows):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=list(range(1337, 1342)), eval_seeds=[11337],
-            modes={row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
-    for size, cost in (('w64', 0.15), ('w160', 0.40)):
-        commit(f'experiment7-sweep-adamw-{size}', dict(untied_e100_h3=[5.0], tied_e30=[5.1]))
-        commit(f'experiment7-confirm-adamw-{size}', dict(untied_e100_h3=[4.9 + e for e in shared],
-                                                         tied_e30=[4.9 + cost + e for e in shared]))
-    assert results.shallow_table() == []
-    commit('experiment7-sweep-adamw-w160_shallow', dict(untied_e300_h10=[5.0], tied_e10=[5.05], tied_e30=[5.2]))
-    commit('experiment7-confirm-adamw-w160_shallow', dict(untied_e300_h10=[4.8 + e for e in shared],
-                                                          tied_e10=[4.82 + e for e in shared]))
-    rows = results.shallow_table()[2:]
-    assert [row.split(' | ')[1] for row in rows] == ['64 × 2', '160 × 4', '160 × 20']
-    assert '(×300, ×10)' in rows[1] and '(×10)' in rows[1]
-    mean = sum(shared) / 5
-    half = 2.306 * math.sqrt(2 * sum((e - mean) ** 2 for e in shared) / 4 / 5)
-    for row, cost in ((rows[1], 0.02), (rows[2], 0.40)):
-        assert row.endswith(f'| **+{cost:.3f} [+{cost:.3f}, +{cost:.3f}]** (Welch [{cost - half:+.3f}, '
-                            f'{cost + half:+.3f}]) |'), row
-
-
-def test_the_committed_remedy_stages_hold_the_setting_their_tables_state():
-    """The remedy table's losses are one seed, half length, AdamW at w160 x 20 with the control's warmup (50 of
-    100) and coupled decay, sqrt(d) input scaling in the second sweep alone; the picks' are three seeds and then five
-    fresh ones at full length (warmup 100); the depth stage's are the same at 4 layers. A stage trained otherwise
-    and committed in their place would change what the tables' numbers mean."""
-    from lab import experiment7_remedies as remedies
-    # the select stage (three seeds at full length) and the fresh seeds (five more), as each is committed
-    stages = [(remedies.SWEEPS, 100, [1337], 20), (remedies.SELECT, 200, [1337, 1338, 1339], 20),
-              (remedies.FRESH, 200, list(range(1342, 1347)), 20),
-              (remedies.SHALLOW_SWEEPS, 100, [1337], 4), (remedies.DEPTH, 200, list(range(1342, 1347)), 4),
-              ((remedies.UNTIED_SQRT_D[0],), 200, [1337, 1338, 1339], 20),  # untied with sqrt(d), as the select
-              ((remedies.UNTIED_SQRT_D[1],), 200, list(range(1342, 1347)), 20)]  # stage and the fresh seeds
-    for names, iters, seeds, layers in stages:
-        for name, scaled in zip(names, (False, True, False) if len(names) > 1 else (True,)):
-            path = os.path.join(ROOT, 'docs', 'results', name, 'summary.json')
-            if names is not remedies.SWEEPS and not os.path.exists(path):
-                continue
-            with open(path, encoding='utf-8') as f:
-                info = json.load(f)
-            cfg = info['config']
-            setting = {key: cfg[key] for key in ('optimizer', 'n_embd', 'n_layer', 'max_iters', 'warmup_iters',
-                                                 'ends_decay', 'emb_scale', 'learning_rate')}
-            assert setting == dict(optimizer='adamw', n_embd=160, n_layer=layers, max_iters=iters, warmup_iters=iters // 2,
-                                   ends_decay='coupled', emb_scale=scaled, learning_rate=1e-3), name
-            assert info['seeds'] == seeds and info['floor']['iters'] == iters, name
-
-
-def test_the_remedies_picks_are_reported_on_fresh_seeds_paired_across_their_sweeps(tmp_path):
-    """Made-up select and fresh summaries in the three sweeps' folders: the pick is each family's lower mean on the
-    three seeds, and its fresh seeds are paired with untied's and plain tied's, which lie in other folders."""
-    from lab import experiment7_remedies as remedies
-
-    def commit(name, rows, seeds, again=False):
-        (tmp_path / name).mkdir(exist_ok=again)
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(seeds=seeds, eval_seeds=[11337], modes={
-            row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
-    three, five = [1337, 1338, 1339], [1342, 1343, 1344, 1345, 1346]
-    plain, scaled, untied = remedies.SELECT
-    # proj behind tied on the three seeds that pick, ahead of it on the five that report
-    commit(plain, dict(tied_e30=[5.6] * 3, tied_e100=[5.7] * 3, proj_e300=[5.7] * 3, proj_e100=[5.65] * 3), three)
-    commit(untied, dict(untied_e300_h10=[5.2] * 3, untied_e1000_h10=[5.25] * 3), three)
-    # no fresh seeds yet: the picks on their three seeds, best first, and nothing where the fresh seeds go
-    lines = remedies.selection_table(str(tmp_path))[2:]
-    assert [line.split(' | ')[0] for line in lines] == ['| `untied`', '| `tied`', '| `proj`']
-    assert lines[1] == '| `tied` | tied_e30 (the pick) 5.600 ± 0.000; tied_e100 5.700 ± 0.000 | – | – | – |'
-    noise = [0.0, 0.05, -0.04, 0.06, -0.05]
-    commit(remedies.FRESH[0], dict(tied_e30=[5.6 + e for e in noise], proj_e100=[5.3 + e for e in noise]), five)
-    lines = remedies.selection_table(str(tmp_path))[2:]  # untied's fresh seeds not yet committed: no cost against it
-    assert lines[2].split(' | ')[2:] == ['5.304 ± 0.050', '–',
-                                         '**-0.300 [-0.300, -0.300]** (Welch [-0.373, -0.227]) |']
-    commit(remedies.FRESH[2], dict(untied_e300_h10=[5.2 + e for e in noise]), five)
-    lines = remedies.selection_table(str(tmp_path))[2:]
-    assert [line.split(' | ')[0] for line in lines] == ['| `untied`', '| `proj`', '| `tied`']  # best first
-    proj = lines[1].split(' | ')
-    assert proj[1] == 'proj_e100 (the pick) 5.650 ± 0.000; proj_e300 5.700 ± 0.000'
-    assert proj[3].startswith('**+0.100 [+0.100, +0.100]**') and proj[4].startswith('**-0.300 [-0.300, -0.300]**')
-    # Welch by hand: sd 0.0503 each, se 0.0318, t(8 df) 2.306: ±0.073
-    assert lines[0].endswith('| – | **-0.400 [-0.400, -0.400]** (Welch [-0.473, -0.327]) |'), lines[0]
-    # untied with sqrt(d) (its own folders): a row of its own; behind untied without it on the three choosing seeds,
-    # it is judged against it, though its fresh seeds come out ahead
-    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.25] * 3, untied_e100_h10=[5.32] * 3), three)
-    commit(remedies.UNTIED_SQRT_D[1], dict(untied_e30_h10=[5.15 + e for e in noise]), five)
-    lines = remedies.selection_table(str(tmp_path))[2:]
-    assert [line.split(' | ')[0] for line in lines] == ['| `untied`, √d input scaling', '| `untied`', '| `proj`',
-                                                        '| `tied`']
-    assert lines[0].split(' | ')[1:4] == ['untied_e30_h10 (the pick) 5.250 ± 0.000; untied_e100_h10 5.320 ± 0.000',
-                                          '5.154 ± 0.050', '**-0.050 [-0.050, -0.050]** (Welch [-0.123, +0.023])']
-    assert lines[1].split(' | ')[3] == '–' and lines[2].split(' | ')[3].startswith('**+0.100 [+0.100, +0.100]**')
-    # ahead of it on the choosing seeds, it is untied's pick: every row's cost is against it
-    commit(remedies.UNTIED_SQRT_D[0], dict(untied_e30_h10=[5.15] * 3, untied_e100_h10=[5.22] * 3), three, again=True)
-    lines = remedies.selection_table(str(tmp_path))[2:]
-    assert lines[0].split(' | ')[3] == '–' and lines[1].split(' | ')[3].startswith('**+0.050 [+0.050, +0.050]**')
-    assert lines[2].split(' | ')[3].startswith('**+0.150 [+0.150, +0.150]**')
-
-
-def test_the_horizon_under_adamw_pairs_tied_and_the_remedy_with_untied_at_every_point(results, tmp_path):
-    """Made-up curves.csv files in the untied and plain horizon folders: each point's mean per mode, and each cost
-    against untied paired by seed (the seeds give every run the same batches); nothing until untied's is there."""
-    from lab import experiment7_remedies as remedies
-
-    def commit(name, curves):  # the whole split at the end: the last point's losses, 0.1 higher
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
-            seeds=[1337, 1338, 1339], config=dict(batch_size=16, block_size=64, max_iters=344),
-            modes={row: dict(val_loss_all=dict(per_seed=[loss + 0.1 for loss in points[344]]))
-                   for row, points in curves.items()})))
-        (tmp_path / name / 'curves.csv').write_text('mode,seed,iter,val_loss\n' + ''.join(
-            f'{row},{seed},{i},{loss}\n' for row, points in curves.items() for i, losses in points.items()
-            for seed, loss in zip((1337, 1338, 1339), losses)))
-    plain, _, untied = remedies.HORIZON
-    commit(plain, dict(tied_e30={0: [9.9] * 3, 172: [5.5, 5.6, 5.7], 344: [5.0, 5.1, 5.2]},
-                       proj_e300={0: [9.9] * 3, 172: [5.3, 5.4, 5.5], 344: [4.9, 5.0, 5.1]}))
-    assert remedies.horizon_table(str(tmp_path), 1_000_000) == []  # untied's not committed yet
-    commit(untied, dict(untied_e300_h10={0: [9.9] * 3, 172: [5.2, 5.3, 5.4], 344: [4.8, 4.9, 5.0]}))
-    header, _, *rows = remedies.horizon_table(str(tmp_path), 1_000_000)
-    assert header.split(' | ')[2:5] == ['`untied` (×300, ×10)', '`tied` (×30)', '`proj` (×300)']
-    assert [row.split(' | ')[:2] for row in rows] == [['| 172', '0.176'], ['| 344', '0.352'],  # 0 left out
-                                                      ['| whole split at the end, 344', '0.352']]
-    assert rows[0].split(' | ')[2:5] == ['5.300', '5.600', '5.400']
-    assert rows[1].split(' | ')[5:] == ['**+0.200 [+0.200, +0.200]**', '**+0.100 [+0.100, +0.100]** |']
-    assert rows[2].split(' | ')[2:5] == ['5.000 ± 0.100', '5.200 ± 0.100', '5.100 ± 0.100']
-    assert rows[2].split(' | ')[5].startswith('**+0.200 [+0.200, +0.200]** (Welch [')
-    # untied with sqrt(d) in its own folder: the reference once the select stage picked it on its three seeds
-    commit(remedies.UNTIED_SQRT_D[2], dict(untied_e30_h10={0: [9.9] * 3, 172: [5.1, 5.2, 5.3], 344: [4.7, 4.8, 4.9]}))
-    for name, row, loss in ((remedies.SELECT[2], 'untied_e300_h10', 5.0),
-                            (remedies.UNTIED_SQRT_D[0], 'untied_e30_h10', 4.9)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(modes={row: dict(val_loss_all=dict(mean=loss))})))
-    header, _, *rows = remedies.horizon_table(str(tmp_path), 1_000_000)
-    assert header.split(' | ')[2:6] == ['`untied`, √d input scaling (×30, ×10)', '`tied` (×30)', '`proj` (×300)',
-                                        '`untied` (×300, ×10)']
-    assert rows[1].split(' | ')[6:] == ['**+0.300 [+0.300, +0.300]**', '**+0.200 [+0.200, +0.200]**',
-                                        '**+0.100 [+0.100, +0.100]** |']
-    assert rows[2].split(' | ')[2] == '4.900 ± 0.100'  # the end's reference is the pick's too
-    # and on the horizon figure, beside Muon's (none committed here): tied's and proj's cost, dashed
-    figure = tmp_path / 'horizon.png'
-    assert results.plot_horizon(str(figure)) and figure.stat().st_size > 0
-
-
-def test_the_best_remedy_at_four_layers_is_paired_with_that_depths_untied_and_tied_beside_twenty(tmp_path):
-    """Made-up depth and fresh summaries: at each depth the three arms' means, and the costs paired by seed
-    (untied and plain tied in other folders than the sqrt(d) remedy's); nothing until 4 layers has all three."""
-    from lab import experiment7_remedies as remedies
-    five = [1342, 1343, 1344, 1345, 1346]
-    noise = [0.0, 0.05, -0.04, 0.06, -0.05]
-
-    def commit(name, rows, layers, seeds=five):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
-            seeds=seeds, eval_seeds=[11337], config=dict(batch_size=16, block_size=64, max_iters=200, n_embd=160,
-                                                         n_layer=layers),
-            modes={row: dict(val_loss_all=dict(mean=sum(v) / len(v), per_seed=v)) for row, v in rows.items()})))
-    plain, scaled, untied = remedies.DEPTH
-    commit(plain, dict(tied_e30=[5.2 + e for e in noise]), 4)
-    commit(scaled, dict(proj_e10=[5.05 + e for e in noise]), 4)
-    assert remedies.depth_table(str(tmp_path)) == []  # untied's five seeds not committed yet
-    commit(untied, dict(untied_e100_h10=[5.0 + e for e in noise]), 4)
-    header, _, four = remedies.depth_table(str(tmp_path))
-    assert header.split(' | ')[5] == '`proj`, √d input scaling'
-    cells = four.split(' | ')
-    assert cells[0] == '| 160 × 4' and cells[3:6] == ['5.004 ± 0.050 (×100, ×10)', '5.204 ± 0.050 (×30)',
-                                                     '5.054 ± 0.050 (×10)']
-    assert [c.split(' (Welch')[0] for c in cells[6:]] == ['**+0.200 [+0.200, +0.200]**',
-                                                          '**+0.050 [+0.050, +0.050]**',
-                                                          '**-0.150 [-0.150, -0.150]**']
-    # the fresh seeds at 20 layers, the same remedy picked out among the others there, and its sweep at 4 layers
-    fresh_plain, fresh_scaled, fresh_untied = remedies.FRESH
-    commit(fresh_plain, dict(tied_e30=[5.4 + e for e in noise], proj_e100=[5.3 + e for e in noise]), 20)
-    commit(fresh_scaled, dict(proj_e10=[5.0 + e for e in noise], tied_e10=[5.1 + e for e in noise]), 20)
-    commit(fresh_untied, dict(untied_e300_h10=[4.95 + e for e in noise]), 20)
-    commit(remedies.SHALLOW_SWEEPS[1], dict(proj_e30=[5.3], proj_e3=[5.4], proj_e10=[5.2]), 4, [1337])
-    lines = remedies.depth_table(str(tmp_path))
-    twenty = lines[3].split(' | ')
-    assert twenty[0] == '| 160 × 20' and twenty[5] == '5.004 ± 0.050 (×10)'
-    assert twenty[7].startswith('**+0.050 [+0.050, +0.050]**') and twenty[8].startswith('**-0.400 [-0.400, -0.400]**')
-    assert float(twenty[2]) < float(cells[2])  # more parameters at 20 layers: fewer tokens each
-    assert lines[-1] == ("`proj`, √d input scaling's own rate at 4 layers (one seed, half length, whole validation "
-                         "split): ×3 5.400; ×10 5.200; ×30 5.300.")
+                f"{k},{9.0 - k / 10},{5.0 + seed / 1e4 - k / 100 if k % 8 == 0 else ''}\n" for k in range(17)))
+    (out / 'summary.json').write_text(json.dumps(dict(seeds=seeds, modes=dict(untied_e300_h10={}, tied_e10={}))))
+    run_tables(tables, 'curves', str(out))
+    rows = (out / 'curves.csv').read_text().splitlines()
+    assert rows[0] == 'mode,seed,iter,val_loss' and len(rows) == 1 + 2 * 2 * 3  # iterations 0, 8 and 16
+    assert rows[1:4] == [f"untied_e300_h10,1337,{k},{5.0 + 0.1337 - k / 100}" for k in (0, 8, 16)]
+    assert not any(row.startswith('tied_e30,') for row in rows)

@@ -95,7 +95,7 @@ def test_the_support_folder_holds_only_what_the_main_job_needs():
     assert sorted(name for name in graph if name.startswith('lib.') and name not in main_job) == []
     assert sorted(name for name in main_job if name.startswith('lab.')) == []
     assert {'lab.grid_runner', 'lab.ablation_grid', 'lab.ablation_report', 'lab.ablation_figure', 'lab.run_results',
-            'lab.tuned_lens', 'lab.experiment6_tables', 'lab.experiment7_tables'} <= set(graph)
+            'lab.tuned_lens', 'lab.floor', 'lab.experiment7_tables'} <= set(graph)
 
 
 
@@ -180,10 +180,10 @@ def test_prepare_py_starts_without_importing_torch():
     assert result.stdout.strip() == 'False'
 
 
-@pytest.mark.parametrize('command', [['lab/experiment6_tables.py'], ['lab/experiment7_tables.py', 'sizes']])
+@pytest.mark.parametrize('command', [['lab/experiment7_tables.py'], ['lab/experiment7_tables.py', 'sizes']])
 def test_the_lab_scripts_run_from_the_repository_root_as_the_docs_write_them(command):
     # `python lab/NAME.py` puts lab/ first on sys.path, not the root: each script finds lib/, lab/ and docs/results/
-    # from its own location (lab/experiment7_results.py's run is tests/test_experiment7.py's)
+    # from its own location
     import subprocess
     import sys
     result = subprocess.run([sys.executable, *command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)

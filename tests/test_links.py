@@ -97,14 +97,35 @@ def exists(path):
     return re.search(rf'^\s*(?:def|class)\s+{name}\b|^{name}\s*[:=]', read(module + '.py'), re.M) is not None
 
 
+# A commit a text names (a finished experiment's record: "lab/experiment7_results.py at c72d8a3").
+COMMIT = re.compile(r'\b[0-9a-f]{7,40}\b')
+
+
+def git(*args):
+    import subprocess
+    return subprocess.run(['git', *args], cwd=REPO_ROOT, capture_output=True, text=True)
+
+
+def at_a_named_commit(path, nearby):
+    """Whether a path gone from the tree exists at a commit named near it (within its paragraph); in a shallow clone,
+    which lacks the history, a named commit is taken at its word."""
+    commits = COMMIT.findall(nearby)
+    if commits and git('rev-parse', '--is-shallow-repository').stdout.strip() == 'true':
+        return True
+    return any(git('cat-file', '-e', f'{commit}:{path}').returncode == 0 for commit in commits)
+
+
 def missing_paths(text):
-    """The repository paths named in a text that do not exist (placeholders and outputs left out)."""
+    """The repository paths named in a text that do not exist, at HEAD or at a commit named beside them
+    (placeholders and outputs left out)."""
     missing = []
-    for named in PATH.findall(text):
-        named = named.rstrip('.').removesuffix('/')
+    for match in PATH.finditer(text):
+        named = match.group(1).rstrip('.').removesuffix('/')
         if PLACEHOLDER.search(named):
             continue
-        missing += [e for e in expansions(named) if not exists(e)]
+        start, end = text.rfind('\n\n', 0, match.start()), text.find('\n\n', match.end())
+        nearby = text[start + 1:end if end >= 0 else len(text)]
+        missing += [e for e in expansions(named) if not exists(e) and not at_a_named_commit(e, nearby)]
     return missing
 
 
@@ -181,6 +202,11 @@ def test_the_checks_see_what_they_check():
     assert missing_paths('lib/tuned_lens.py, docs/experiment7_tables.py. lib/device.no_such_function '
                          'docs/exp6_rates_{adamw,sgd}.png') == [
         'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/device.no_such_function', 'docs/exp6_rates_sgd.png']
+    # a retired file named at a commit that holds it passes; at one that does not (afaee28, the first) it does not
+    if git('rev-parse', '--is-shallow-repository').stdout.strip() == 'false':
+        assert missing_paths('lab/experiment7_results.py printed it at c72d8a3.') == []
+        assert missing_paths('lab/experiment7_results.py printed it at afaee28.\n\nAt c72d8a3 too.') == [
+            'lab/experiment7_results.py']
     assert missing_sections('lib/device.py', '(docs/performance.md, "A padded vocabulary") '
                             '(docs/experiment6.md, "Wall time") (README, "The knobs")') == ['docs/experiment6.md, "Wall time"']
     assert unopenable_citations("DESIGN's section 1") == ["DESIGN"]  # the notes named without their file name too
