@@ -11,7 +11,6 @@ import io
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 
@@ -407,7 +406,7 @@ DOC_QUOTES = {
 # says. {key: (folder, row)}
 FRESH = 'experiment7-rfresh-adamw-w160-coupled'
 REMEDY_ARMS = {
-    'fresh': dict(untied=(f'{FRESH}-emb_scale-untied', 'untied_e30_h10'), tied=(FRESH, 'tied_e30'),
+    'adamw_fresh': dict(untied=(f'{FRESH}-emb_scale-untied', 'untied_e30_h10'), tied=(FRESH, 'tied_e30'),
                   proj=(FRESH, 'proj_e100'), tied_sqrt_d=(f'{FRESH}-emb_scale', 'tied_e10'),
                   proj_sqrt_d=(f'{FRESH}-emb_scale', 'proj_e10')),
     'depth4': dict(untied=('experiment7-rdepth-adamw-w160_shallow-coupled-untied', 'untied_e100_h10'),
@@ -481,9 +480,7 @@ def claim_18_and_19_numbers(tables):
         found = {arm: (committed_summary(name), row) for arm, (name, row) in arms.items()}
         numbers.update({f'{stage}_{arm}': interval(run, found['untied']) for arm, run in found.items()
                         if arm != 'untied'})
-    numbers['adamw_fresh_proj_sqrt_d'] = numbers.pop('fresh_proj_sqrt_d')
-    return {key.replace('fresh_', 'adamw_fresh_', 1) if key.startswith('fresh_') else key: value
-            for key, value in numbers.items()}
+    return numbers
 
 
 def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_its_setting(tables):
