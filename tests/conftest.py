@@ -413,15 +413,21 @@ def committed_summary(name):
         return json.load(f)
 
 
-def interval(a, b, key='val_loss_all'):
-    """(summary, row) minus (summary, row) as the docs write it: paired by seed where the two summaries' runs pair
-    (lab/ablation_report.runs_pair), else by Welch's t; '**...**' where it excludes zero."""
-    from lab.ablation_report import fmt_interval, paired_interval, runs_pair, welch_interval
+def difference(a, b, key='val_loss_all'):
+    """(summary, row) minus (summary, row) over seeds, (difference, low, high): paired by seed where the two
+    summaries' runs pair (lab/ablation_report.runs_pair), else by Welch's t."""
+    from lab.ablation_report import paired_interval, runs_pair, welch_interval
     (source_a, row_a), (source_b, row_b) = a, b
     per_seed = source_a['modes'][row_a][key]['per_seed'], source_b['modes'][row_b][key]['per_seed']
     if runs_pair(source_a, source_b):
-        return fmt_interval(*paired_interval(*per_seed))
-    return fmt_interval(*welch_interval(*([v for v in seeds if v is not None] for seeds in per_seed)))
+        return paired_interval(*per_seed)
+    return welch_interval(*([v for v in seeds if v is not None] for seeds in per_seed))
+
+
+def interval(a, b, key='val_loss_all'):
+    """difference(a, b) as the docs write it; '**...**' where it excludes zero."""
+    from lab.ablation_report import fmt_interval
+    return fmt_interval(*difference(a, b, key))
 
 
 def assert_quotes(quotes, numbers, block_of, name):

@@ -18,7 +18,7 @@ import pytest
 
 import ablate
 import train
-from conftest import assert_quotes, committed_summary, findings_text, interval, markdown_block
+from conftest import assert_quotes, committed_summary, difference, findings_text, interval, markdown_block
 from lib import command_line
 from lab.ablation_figure import rate_cells
 
@@ -448,7 +448,6 @@ def claim_18_and_19_numbers(tables):
     against untied (trained again in float32 where it was) and against tied, each line through the costs carried to
     GPT-2 small (at the best rates, w96's taken at the check's rate, as the text accepts it), and the remedy
     stages' costs against untied (REMEDY_ARMS)."""
-    from lab.ablation_report import paired_interval
     numbers, points = {}, {}
     for optimizer, sizes in tables.OPTIMIZERS.items():
         for size in sizes:
@@ -462,8 +461,7 @@ def claim_18_and_19_numbers(tables):
                 numbers['muon_w96_check'] = interval(best, (confirm, untied))
             params = tables.counts(tables.resolve(size))['tied']
             for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', (best, (confirm, untied)))):
-                per_seed = ([source['modes'][row]['val_loss_all']['per_seed'] for source, row in pair])
-                points.setdefault((optimizer, rates), []).append((params, paired_interval(*per_seed)[0]))
+                points.setdefault((optimizer, rates), []).append((params, difference(*pair)[0]))
     for size in tables.DEEP:
         confirm, sweep = (committed_summary(f'experiment7-{stage}-muon-{size}') for stage in ('confirm', 'sweep'))
         deep = committed_summary(f'experiment7-confirm-muon-{size}_deep')

@@ -4,6 +4,7 @@ or a doc names exists, a section named in quotes after its file ("docs/x.md, "He
 nothing cites notes outside the repository (DESIGN.md) or an issue by its number (an external project's issue
 names its project: owner/name issue #N). What the project needs as design notes it writes in docs/. Run outputs (out*/, data/, the run records under docs/results/) are not checked: they are written by
 the commands, not kept in the repository; nor are placeholders a reader fills in (config/ladder_SIZE.py, DIR/FILE)."""
+import functools
 import glob
 import os
 import re
@@ -106,11 +107,17 @@ def git(*args):
     return subprocess.run(['git', *args], cwd=REPO_ROOT, capture_output=True, text=True)
 
 
+@functools.cache
+def shallow_clone():
+    """Whether this clone lacks the history (git clone --depth), where no named commit can be read."""
+    return git('rev-parse', '--is-shallow-repository').stdout.strip() == 'true'
+
+
 def at_a_named_commit(path, nearby):
     """Whether a path gone from the tree exists at a commit named near it (within its paragraph); in a shallow clone,
     which lacks the history, a named commit is taken at its word."""
     commits = COMMIT.findall(nearby)
-    if commits and git('rev-parse', '--is-shallow-repository').stdout.strip() == 'true':
+    if commits and shallow_clone():
         return True
     return any(git('cat-file', '-e', f'{commit}:{path}').returncode == 0 for commit in commits)
 
@@ -203,7 +210,7 @@ def test_the_checks_see_what_they_check():
                          'docs/exp6_rates_{adamw,sgd}.png') == [
         'lib/tuned_lens.py', 'docs/experiment7_tables.py', 'lib/device.no_such_function', 'docs/exp6_rates_sgd.png']
     # a retired file named at a commit that holds it passes; at one that does not (afaee28, the first) it does not
-    if git('rev-parse', '--is-shallow-repository').stdout.strip() == 'false':
+    if not shallow_clone():
         assert missing_paths('lab/experiment7_results.py printed it at c72d8a3.') == []
         assert missing_paths('lab/experiment7_results.py printed it at afaee28.\n\nAt c72d8a3 too.') == [
             'lab/experiment7_results.py']
