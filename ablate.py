@@ -82,8 +82,8 @@ import torch
 
 import train
 from lib import memory, run_files
-from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, UNTIE_ROW, check_row, model_config,
-                               parse_row, recorded_config, recorded_eval_seed, untie_iter)
+from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, ROWS, UNTIE_ROW, check_row,
+                               model_config, parse_row, recorded_config, recorded_eval_seed, untie_iter)
 from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
 from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
@@ -139,7 +139,7 @@ def parse_args(argv):
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
         cfg.update({k: v for k, v in QUICK.items() if k not in given})
     modes = parse_modes(  # a mode named twice is trained once
-        cfg['modes'], 'modes', MODES, accepts=lambda name: parse_row(name) is not None,
+        cfg['modes'], 'modes', ROWS, accepts=lambda name: parse_row(name) is not None,
         more=f", each optionally with settings of its own: {ROW_FORMS} (e.g. tied_igs2, untied_e10_h0.3)")
     cfg['modes'] = ','.join(modes)
     for name in modes:
@@ -187,6 +187,7 @@ def plan_runs(cfg):
             seed = cfg['seed'] + k
             # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
             run_cfg = dict(base, tie_mode=row.tie_mode, untie_at=cfg['untie_at'] if row.unties else None, seed=seed,
+                           head_init='zero' if row.zero_head else cfg['head_init'],
                            input_grad_scale=cfg['input_grad_scale'] if row.input_grad_scale is None
                            else row.input_grad_scale,
                            embed_lr=row_rate(row.embed_mult, cfg, 'embed_lr'),

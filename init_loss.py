@@ -296,7 +296,9 @@ def main(argv):
     # A group per residual init, each a list of (tie_mode, init) rows. The default-init rows are
     # plain tying only: the question they answer is which module's default the one tensor keeps.
     default_rows = [('tied', init) for init in DEFAULT_INITS] if args['default_init'] else []
-    groups = [(residual, zero_init_residual, [(mode, 'custom') for mode in modes] + default_rows)
+    # The untied row twice: the head drawn N(0, sigma^2), GPT-2's, and zero (--head_init=zero), today's practice.
+    custom_rows = [(mode, init) for mode in modes for init in ('custom', 'zero-head')[:2 if mode == 'untied' else 1]]
+    groups = [(residual, zero_init_residual, custom_rows + default_rows)
               for residual, zero_init_residual in (('zero', True), ('gpt2', False))]
     if args['default_init']:
         # No init of ours anywhere, so zero_init_residual has nothing left to act on: the branches
@@ -307,14 +309,16 @@ def main(argv):
         for mode, init in jobs:
             try:
                 cfg = GPTConfig(tie_mode=mode, zero_init_residual=zero_init_residual, dropout=0.0, bias=False,
+                                head_init='zero' if init == 'zero-head' else 'normal',
                                 pad_vocab_to=pick_pad_vocab(args['pad_vocab'], args['device']),
                                 **{k: args[k] for k in MODEL_KEYS})
             except ValueError as e:
                 raise UserError(str(e)) from None
-            token_std, position_std = default_init_stds(init, cfg.n_embd)
+            ours = 'custom' if init == 'zero-head' else init  # the zero head is init_weights' own, as head_init says
+            token_std, position_std = default_init_stds(ours, cfg.n_embd)
             check_memory(cfg, args)
             with out_of_memory_is_user_error(lambda: memory_advice(args)):
-                losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'], init)
+                losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'], ours)
             for emb_scale, (measured, spread) in losses.items():
                 cfg.emb_scale = emb_scale
                 rows[emb_scale].append((mode, init, measured, spread,
@@ -323,6 +327,7 @@ def main(argv):
             for mode, init, measured, spread, predicted in mode_rows:
                 if args['json']:
                     print(json.dumps(dict(tie_mode=mode, init=init, emb_scale=emb_scale,
+                                          head_init='zero' if init == 'zero-head' else 'normal',
                                           zero_init_residual=zero_init_residual,
                                           vocab_size=args['vocab_size'], n_embd=args['n_embd'],
                                           n_layer=args['n_layer'], init_std=args['init_std'],
@@ -330,7 +335,8 @@ def main(argv):
                                           predicted=round(predicted, 4), log_n=round(log_n, 4))), flush=True)
                 else:
                     init_column = f"{init:<26} " if args['default_init'] else ''
-                    print(f"{mode:<12} {init_column}{str(emb_scale).lower():<9} {residual:<9} "
+                    label = 'untied, 0' if init == 'zero-head' else mode  # the head initialised to zero
+                    print(f"{label:<12} {init_column}{str(emb_scale).lower():<9} {residual:<9} "
                           f"{measured:>8.3f} ± {spread:<5.3f} {predicted:>9.3f} {measured / predicted:>9.3f} "
                           f"{measured - log_n:>+10.3f}", flush=True)
     if not args['json']:

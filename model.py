@@ -49,6 +49,7 @@ TIE_MODES = {
     'logit_scale': TieMode(True,  0, "h * d^-1/2 before the head: the self term shrinks to sqrt(d)*sigma"),
     'pit':         TieMode(True,  2, "pseudo-inverse tying: orthonormal U, head U S h, token i in as S^-1 u_i"),
 }
+HEAD_INITS = ('normal', 'zero')  # an untied head's init (GPTConfig.head_init): GPT-2's N(0, sigma^2), or zero
 
 
 class CausalSelfAttention(nn.Module):
@@ -196,12 +197,13 @@ class GPTConfig:
     gelu_approx: str = 'none'      # the MLP's GELU: 'none' is exact; 'tanh' is GPT-2's approximation ("gelu_new")
     input_grad_scale: float = 1.0  # k: the token lookup's gradient times k on the way back (ScaleGrad)
     pad_vocab_to: int = 1          # the head's matmul rounds its rows up to a multiple of this (head_matmul)
+    head_init: str = 'normal'      # an untied head's init: 'normal', N(0, sigma^2); 'zero': every logit 0 at init
 
     def __post_init__(self):  # fail here, naming the key, rather than as a shape error deep inside a matmul
         for key in ('vocab_size', 'block_size', 'n_layer', 'n_head', 'n_embd', 'shuffle_groups', 'pad_vocab_to'):
             if isinstance(value := getattr(self, key), bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
-        for key, allowed in (('tie_mode', TIE_MODES), ('gelu_approx', ('none', 'tanh'))):
+        for key, allowed in (('tie_mode', TIE_MODES), ('gelu_approx', ('none', 'tanh')), ('head_init', HEAD_INITS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not allowed; choose one of: {', '.join(allowed)}")
         problems = [(self.n_embd % self.n_head, f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}"),
@@ -210,7 +212,10 @@ class GPTConfig:
                     (self.tie_mode == 'shufflenet' and self.n_embd % self.shuffle_groups, f"tie_mode='shufflenet' "
                      f"needs n_embd divisible by shuffle_groups, got n_embd={self.n_embd}, shuffle_groups="
                      f"{self.shuffle_groups}; allowed groups are the divisors of {self.n_embd}"),
-                    (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout!r}")]
+                    (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout!r}"),
+                    (self.head_init != 'normal' and self.tie_mode != 'untied', f"head_init={self.head_init!r} needs "
+                     f"a head of its own (tie_mode='untied'), got tie_mode={self.tie_mode!r}, whose head is the token "
+                     f"table (and --untie_at starts its head as a copy of the trained shared matrix)")]
         problems += [(not 0 < getattr(self, key) < math.inf, f"{key} must be a positive finite number, got "
                       f"{getattr(self, key)!r}") for key in ('init_std', 'input_grad_scale')]
         for failed, message in problems:
@@ -275,7 +280,9 @@ class GPT(nn.Module):
                     nn.init.normal_(proj.weight, mean=0.0, std=sigma / math.sqrt(2 * cfg.n_layer))
         nn.init.normal_(self.position_embedding_table.weight, mean=0.0, std=sigma)
         if not self.is_tied:  # 'untied': a head matrix of its own, independent of W, so w_i . h is a cross term
-            nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=sigma)  # drawn either way: W's draw is the same
+            if cfg.head_init == 'zero':  # nanochat's gpt.py, modded-nanogpt's train_gpt.py: the start is log n exactly;
+                nn.init.zeros_(self.lm_head.weight)  # FOOTGUN: on step 1 only the head learns (dL/dh = W_head^T g = 0)
         if cfg.tie_mode == 'proj':  # orthogonal, so |P h| = sqrt(d): the other logits keep their N(0, d*sigma^2)
             nn.init.orthogonal_(self.tie_proj.weight)
         if cfg.tie_mode == 'bert':
@@ -310,28 +317,24 @@ class GPT(nn.Module):
         """h (B, T, C) after ln_f, |h| ~ sqrt(C), to logits (B, T, vocab_size), each mode's way round the self term."""
         mode, C = self.config.tie_mode, h.size(-1)
         if mode == 'proj':
-            # w_i . (P w_i) for a random orthogonal P is a sum of products of different coordinates mixed at
-            # random (Johnson-Lindenstrauss): mean 0, spread sigma^2*sqrt(d), no self term. d^2 parameters.
+            # w_i . (P w_i), P random orthogonal, mixes different coordinates (Johnson-Lindenstrauss): mean 0
             h = self.tie_proj(h)
         elif mode == 'shuffle':
             # S[h] = h[d/2:] ++ h[:d/2]. Then S[w_i] . w_i = 2 * sum_k w_i[k] w_i[k + d/2] ~ 0: at init it is
             # as if W were split into two untied n x d/2 halves, one reading, one writing. No parameters.
             h = torch.cat((h[..., C // 2:], h[..., :C // 2]), dim=-1)
         elif mode == 'shufflenet':
-            # ShuffleNet's channel shuffle: view the width as (g, d/g), transpose, flatten. Only a couple of the
-            # d coordinates stay in place, so the self term shrinks to ~ (fixed points / d) * d*sigma.
+            # ShuffleNet's channel shuffle (g, d/g) -> (d/g, g): the self term keeps (fixed points / d) of d*sigma
             g = self.config.shuffle_groups
             h = h.unflatten(-1, (g, C // g)).transpose(-1, -2).flatten(-2)
         elif mode == 'bert':
-            # BERT: dense -> GELU -> LayerNorm re-mixes h into a random direction before the tied decoder,
-            # then adds an output bias (the one biased head in this file, on purpose).
+            # BERT: dense -> GELU -> LayerNorm re-mixes h at random, then an output bias (the one biased head here)
             h = self.bert_norm(F.gelu(self.bert_dense(h)))
             return self.head_matmul(h) + self.output_bias
         elif mode == 'pit':
             h = self.pit(h)  # S h, so that U S h decodes S^-1 u_i through U U^T (PseudoInverseTie)
         elif mode == 'logit_scale':
-            # T5 v1.0 / Mesh-TensorFlow: h * d^-1/2 before the tied head. The self term keeps its sign but
-            # shrinks from d*sigma to sqrt(d)*sigma (0.55 for d = 768), far below log n.
+            # T5 v1.0 / Mesh-TensorFlow: the self term shrinks from d*sigma to sqrt(d)*sigma (0.55 at d = 768)
             h = h * C ** -0.5
         return self.head_matmul(h)  # 'untied' and 'small_init' act in init_weights; 'tied' shows the problem
 
@@ -383,10 +386,8 @@ class GPT(nn.Module):
         # between hidden states, the blocks' qkv, attention output and MLP matrices. A table row or a head row is
         # no such map; they stay on AdamW with the 1-D gains, as in nanochat and modded-nanogpt.
         hidden = [p for block in self.blocks for p in block.parameters() if p.dim() == 2] if muon else []
-        # pit: S (its L) is the head's transform, U S h, and takes the head's rate (--head_lr), apart from U's. U's
-        # rows are sqrt(d/n) long and put back on their orthonormal frame after every step, so the logits' scale
-        # is S's to learn, which at the blocks' rate it cannot in a short run (docs/2026-remedies.md,
-        # "--tie_mode=pit").
+        # pit: S (its L), the head's transform in U S h, takes the head's rate (--head_lr): U is put back on its
+        # orthonormal frame every step, so the logits' scale is S's to learn (docs/2026-remedies.md, "--tie_mode=pit")
         pit = [self.pit.lower, self.pit.log_diag] if self.pit is not None else []
         placed = [table, head, *hidden, *pit]
         rest = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in placed)]

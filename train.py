@@ -61,6 +61,7 @@ DEFAULTS = dict(
     # the init where tying's trap shows ((*)); GPT-2's (0.02, no scaling) hides it: config/ files state their own
     init_std=0.0884,                # sigma: the std of every weight matrix at init, the shared one included (1/sqrt(d))
     tie_mode='tied',                # how the head relates to the token embedding (model.TIE_MODES)
+    head_init='normal',             # untied only: normal, N(0, sigma^2), GPT-2's; zero, nanochat's and modded-nanogpt's
     emb_scale=True,                 # multiply token embeddings by sqrt(d) at the input (Transformer, Gemma)
     zero_init_residual=True,        # zero the residual output projections: every block starts as the identity
     shuffle_groups=4,               # g for tie_mode=shufflenet (must divide n_embd)
@@ -167,15 +168,18 @@ def estimate_loss(model, splits, cfg, ctx, device):
 
 # ---------------------------------------------------------------- one optimizer step
 
-def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False):
+def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False,
+                  probe=None):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward, backward, clip, step.
     Returns the last micro-batch's loss and the pre-clip gradient norm (None unless clipping or measure_norm ask), as
-    tensors: no wait for the device. check_finite: a non-finite loss raises FloatingPointError, the step not taken."""
+    tensors: no wait for the device; and probe(logits, x, y) of the last micro-batch, before the step (None without).
+    check_finite: a non-finite loss raises FloatingPointError, the step not taken."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
     for i, (x, y) in enumerate(batches):
         with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
             with ctx:
-                _, loss = model(x, y)
+                logits, loss = model(x, y)
+            probed = probe(logits.detach(), x, y) if probe and i == len(batches) - 1 else None
             scaler.scale(loss / len(batches)).backward()  # scale: float16's loss scaling, else a no-op
     loss = loss.detach()
     if check_finite and not math.isfinite(value := loss.item()):
@@ -188,7 +192,7 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return loss, grad_norm
+    return loss, grad_norm, probed
 
 
 def wrap(raw_model, proc):
@@ -278,7 +282,7 @@ def train(cfg, progress=None):
             run.print_header(splits, raw_model, tokens_per_iter)
         bar = progress or training_progress(cfg['max_iters'], iter_num, cfg['tie_mode'], master and cfg['progress'])
         speed, last = Throughput(raw_model, cfg['block_size'], device, proc.dtype), {}
-        start, copying = None, None  # the first evaluation's val loss; the copy probe while the head still copies
+        start, copying = None, None  # the first evaluation's val loss; whether the head copied its input then
 
         with run.guarded(lambda: iter_num) as interrupted, (nullcontext() if progress else bar):
             while True:
@@ -293,11 +297,13 @@ def train(cfg, progress=None):
                     row.update(train_loss=f"{last['train']:.4f}", val_loss=f"{last['val']:.4f}",
                                **{key: f"{value:.4g}" for key, value in probe.items()})
                     best_val_loss = run.evaluated(iter_num, last, best_val_loss, fingerprint)
-                    # the lesson on the console: the start beside log n and (*); the copy probe while the head copies
-                    copying = copying_share(probe, raw_model.config.vocab_size)
+                    # the lesson on the console: the start beside log n and (*), and whether the head copies its input
+                    share = copying_share(probe, raw_model.config.vocab_size)
+                    if copying is None:  # this process's first evaluation: from here the console shows the probe
+                        copying = share is not None and progress is None
                     if iter_num == 0 and run.pretrained is None and progress is None:
                         start = last['val']
-                        bar.write(start_line(raw_model.config, cfg['tie_mode'], start, probe, copying))
+                        bar.write(start_line(raw_model.config, cfg['tie_mode'], start, probe, share))
                 if iter_num >= cfg['max_iters'] or interrupted:
                     if row:
                         run.log(row, iter_num, lr, speed.last, speed.elapsed(), fingerprint)
@@ -311,9 +317,10 @@ def train(cfg, progress=None):
                 with instruments.watching(logging_now or iter_num % cfg['eval_interval'] == 0):
                     # The loss reaches the host free on a CPU, at a wait on a GPU, so it is checked there only when
                     # logging (run.guarded ends a non-finite one); the evaluations' check keeps NaN from checkpoints.
-                    step_loss, grad_norm = training_step(model, optimizer, scaler, batches, ctx, cfg['grad_clip'],
-                                                         check_finite=device == 'cpu' or logging_now,
-                                                         measure_norm=logging_now or bool(row))
+                    step_loss, grad_norm, step_copy = training_step(
+                        model, optimizer, scaler, batches, ctx, cfg['grad_clip'], check_finite=device == 'cpu'
+                        or logging_now, measure_norm=logging_now or bool(row),
+                        probe=copy_probe if copying and logging_now else None)  # the console's copy: this step's
                 sources = instruments.after_step()  # pit's retraction; the gradient sources on a probed step
                 speed.add(tokens_per_iter)
 
@@ -323,8 +330,10 @@ def train(cfg, progress=None):
                     row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}",
                                **(dict(grad_in=f"{sources[0]:.4g}", grad_out=f"{sources[1]:.4g}") if sources else {}))
                     run.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
+                    # a run that started as a copier shows its copy probe at every line, measured on that step's
+                    # batch, so that it is seen falling as the head unlearns copying
                     bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val'),
-                                                  copy=copying), refresh=False)
+                                                  copy=step_copy and step_copy['copy_prob']), refresh=False)
                 iter_num += 1
                 bar.update(1)
             if interrupted and iter_num < cfg['max_iters']:

@@ -13,7 +13,10 @@ from model import MODEL_KEYS, GPTConfig, TIE_MODES
 # The row that is no tie mode: tie_mode='tied' with train.py's untie_at (see the docstring). Its name
 # is also its folder's, so no spaces or commas; the table and figure call it row_label(...).
 UNTIE_ROW = 'tied_untie'
-MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, besides the scaled rows below
+MODES = (*TIE_MODES, UNTIE_ROW)  # the default --modes, in order
+# And one asked for by name: tie_mode='untied' with train.py's --head_init=zero, nanochat's and modded-nanogpt's head.
+ZERO_HEAD_ROW = 'untied_zero'
+ROWS = (*MODES, ZERO_HEAD_ROW)  # what --modes accepts, besides the scaled rows below
 
 # A row may add, after its mode, settings of its own (each at most once, in any order):
 #   _igsK  the token lookup's gradient times K (train.py --input_grad_scale=K, model.ScaleGrad; claim 12,
@@ -25,7 +28,7 @@ MODES = (*TIE_MODES, UNTIE_ROW)  # what --modes accepts, in the default order, b
 ROW_SETTINGS = {'igs': 'input_grad_scale', 'e': 'embed_mult', 'h': 'head_mult'}
 _ROW_SETTING = re.compile(r'_(igs|e|h)([0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)')
 # A --modes entry: a mode (tied_untie before tied: the longest that the settings after it fit), then its settings
-_ROW = re.compile(f"({'|'.join(sorted(MODES, key=len, reverse=True))})((?:{_ROW_SETTING.pattern})*)")
+_ROW = re.compile(f"({'|'.join(sorted(ROWS, key=len, reverse=True))})((?:{_ROW_SETTING.pattern})*)")
 ROW_FORMS = "MODE_igsK (input gradient times K), MODE_eX (embed rate X x learning_rate), MODE_hY (head rate)"
 
 
@@ -33,6 +36,7 @@ class Row(NamedTuple):
     tie_mode: str
     input_grad_scale: float = None   # None: the ablation's --input_grad_scale
     unties: bool = False             # the tied_untie row
+    zero_head: bool = False          # the untied_zero row
     embed_mult: float = None         # None: the ablation's --embed_lr
     head_mult: float = None          # None: the ablation's --head_lr
 
@@ -49,7 +53,8 @@ def parse_row(name):
             return None
         settings[setting.group(1)] = value
     base = match.group(1)
-    return Row('tied' if base == UNTIE_ROW else base, unties=base == UNTIE_ROW,
+    return Row({UNTIE_ROW: 'tied', ZERO_HEAD_ROW: 'untied'}.get(base, base), unties=base == UNTIE_ROW,
+               zero_head=base == ZERO_HEAD_ROW,
                **{ROW_SETTINGS[key]: value for key, value in settings.items()})
 
 
@@ -68,12 +73,13 @@ ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
 
 
-# Keys newer than some finished runs' result.json, with the value those runs were made with: gelu_approx and
-# input_grad_scale; untie_at, which runs made before the tied_untie row do not record (none of them untied); the
-# optimizer's, from before --optimizer (all AdamW at one rate) and --muon_qkv (fused); pad_vocab: 'auto', which left
-# the head unpadded on the CPUs that made them, as 'auto' still does there.
-LEGACY_RUN_KEYS = dict(gelu_approx='none', input_grad_scale=1.0, untie_at=None, pad_vocab='auto', optimizer='adamw',
-                       embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
+# Keys newer than some finished runs' result.json, with the value those runs were made with: head_init (every
+# head was drawn normal before it), gelu_approx and input_grad_scale; untie_at, which runs made before the tied_untie
+# row do not record (none of them untied); the optimizer's, from before --optimizer (all AdamW at one rate) and
+# --muon_qkv (fused); pad_vocab: 'auto', which left the head unpadded on the CPUs that made them, as 'auto' still
+# does there.
+LEGACY_RUN_KEYS = dict(head_init='normal', gelu_approx='none', input_grad_scale=1.0, untie_at=None, pad_vocab='auto',
+                       optimizer='adamw', embed_lr=None, head_lr=None, muon_qkv='fused', ends_decay='coupled')
 MUON_KEYS = ('muon_lr', 'muon_momentum', 'muon_qkv')  # read by Muon runs only: an AdamW run matches whatever they are
 
 # Which evaluation batches a run was scored on. train.estimate_loss draws them from a generator of their own, seeded
@@ -103,6 +109,7 @@ def row_label(mode, untie_at):
     """The name a reader sees in the table and the figure."""
     row = parse_row(mode)
     label = f"tied, untied at {fraction_text(untie_at)}" if row.unties else row.tie_mode
+    label += ", zero head" if row.zero_head else ''
     for words, value in (('input grad', row.input_grad_scale), ('embed lr', row.embed_mult),
                          ('head lr', row.head_mult)):
         if value is not None:
@@ -113,7 +120,8 @@ def row_label(mode, untie_at):
 def model_config(run_cfg, vocab_size):
     """The run's GPTConfig, checked now rather than minutes into the ablation (e.g. an odd width for shuffle)."""
     try:
-        return GPTConfig(**{k: run_cfg[k] for k in MODEL_KEYS if k != 'vocab_size'},
+        return GPTConfig(**{k: run_cfg[k] if k in run_cfg else LEGACY_RUN_KEYS[k]  # a run from before the key
+                            for k in MODEL_KEYS if k != 'vocab_size'},
                          vocab_size=run_cfg['vocab_size'] or vocab_size)
     except ValueError as e:
         raise UserError(f"tie_mode={run_cfg['tie_mode']}: {e}") from None

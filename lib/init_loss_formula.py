@@ -19,6 +19,7 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
         loss ~ log( e^a + (n - 1) e^(v/2) ).
     The remedies change a and v:
         untied, proj, bert   a = 0 (a cross term), v = d*sigma^2
+        untied, zero head    a = 0, v = 0: every logit is 0 and the loss is log n exactly
         shuffle              a = 0 (S[w_i] . w_i pairs different coordinates)
         shufflenet           a scaled by (fixed points of the shuffle) / d
         logit_scale          h scaled by d^-1/2: a and v both shrink (a/sqrt(d), v/d)
@@ -50,7 +51,7 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
     if cfg.tie_mode == 'pit' and n <= d:
         v = d * p ** 2 / (s ** 2 + d * p ** 2)
     if cfg.tie_mode in ('untied', 'proj', 'bert', 'shuffle'):
-        a, v = 0.0, d * sigma ** 2
+        a, v = 0.0, d * sigma ** 2 * (getattr(cfg, 'head_init', 'normal') == 'normal')
     elif cfg.tie_mode == 'shufflenet':
         g = cfg.shuffle_groups
         perm = torch.arange(d).view(g, d // g).t().flatten()

@@ -41,6 +41,7 @@ def load_checkpoint(path, device):
 
 def check_current(ckpt, path):
     """A checkpoint (ckpt.pt or best.pt) in an older version's form is one line, whichever script reads it."""
+    ckpt['model_args'].setdefault('head_init', 'normal')  # every head before the key was drawn N(0, sigma^2)
     if lacks := [f'model_args.{key}' for key in MODEL_KEYS if key not in ckpt['model_args']]:
         raise older_version(path, f"lacks {', '.join(lacks)}")
     if old_names := [name for name in ckpt['model'] if name.startswith('pit_')]:

@@ -28,10 +28,10 @@ from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, che
                             check_same_optimizer, resume_rates)
 from lib.prepared_data import where_held
 from lib.run_files import BEST_FILE, load_checkpoint, read_metrics
-from model import MODEL_KEYS, TIE_MODES, GPTConfig
+from model import HEAD_INITS, MODEL_KEYS, TIE_MODES, GPTConfig
 
 SWITCH = ('auto', 'true', 'false')
-CHOICES = dict(tie_mode=TIE_MODES, gelu_approx=('none', 'tanh'), compile=SWITCH, optimizer=OPTIMIZERS,
+CHOICES = dict(tie_mode=TIE_MODES, head_init=HEAD_INITS, gelu_approx=('none', 'tanh'), compile=SWITCH, optimizer=OPTIMIZERS,
                muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY, pad_vocab=SWITCH)
 
 

@@ -151,3 +151,21 @@ def test_the_readme_table_is_the_committed_measurement():
         if mode != 'untied':
             paired = re.search(rf"^{mode} minus untied at the end, paired by seed: (\S+) (\[[^\]]+\])", record, re.M)
             assert cells[3].replace('**', '').replace('−', '-') == f"{paired.group(1)} {paired.group(2)}", (mode, cells[3])
+
+
+def test_the_copy_probe_on_a_progress_line_is_that_steps_and_falls_between_evaluations(english, tmp_path):
+    """The console's copy is measured on the logged step's own batch: with evaluations only at 0 and 40, the lines at
+    10, 20 and 30 show the head unlearning copying (an evaluation's value repeated until the next one would stay at
+    100 %, and did)."""
+    import contextlib
+    import io
+    import re
+    printed = io.StringIO()
+    args = [FIRST_RUN, '--max_iters=40', '--eval_interval=50', '--log_interval=10', '--dataset=english',
+            f'--data_dir={english}', f'--out_dir={tmp_path}', '--device=cpu', '--dtype=float32', '--compile=false']
+    with contextlib.redirect_stdout(printed):
+        train.train(train.parse_train_args(args))  # stderr is no terminal here: a line per logged iteration
+    lines = re.findall(r"^tied: iter (\d+)/40: loss ([\d.]+),.* copy (\d+)%", printed.getvalue(), re.M)
+    copies = {int(it): int(copy) for it, _, copy in lines}
+    assert sorted(copies) == [0, 10, 20, 30], printed.getvalue()
+    assert copies[0] >= 90 and copies[20] < copies[0] and copies[30] <= copies[0] - 30, copies

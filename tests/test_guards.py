@@ -34,8 +34,8 @@ class RecordingSGD(torch.optim.SGD):
 def step_gradients(model, batches):
     """The gradients train.training_step accumulates over the micro-batches, and the norm it measures."""
     optimizer = RecordingSGD(model.parameters(), lr=0.1)
-    _, norm = train.training_step(model, optimizer, torch.amp.GradScaler('cpu', enabled=False), batches,
-                                  torch.autocast('cpu', enabled=False), grad_clip=0.0, measure_norm=True)
+    _, norm, _ = train.training_step(model, optimizer, torch.amp.GradScaler('cpu', enabled=False), batches,
+                                     torch.autocast('cpu', enabled=False), grad_clip=0.0, measure_norm=True)
     return optimizer.seen, norm
 
 

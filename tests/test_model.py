@@ -166,6 +166,33 @@ def test_every_remedy_starts_near_log_n(shape, mode):
 
 
 @pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")
+def test_a_zero_head_starts_at_log_n_exactly_and_moves_before_anything_else(shape):
+    """--head_init=zero (nanochat's and modded-nanogpt's untied head): every logit 0, so the start is log n to float
+    precision on any tokens, where a normal head's is d sigma^2 / 2 above it; and on the first step only the head has a
+    gradient (dL/dh = W_head^T (p - y) = 0), the footgun model.py names."""
+    cfg = GPTConfig(**shape, n_layer=2, block_size=64, tie_mode='untied', head_init='zero', emb_scale=True,
+                    zero_init_residual=False, bias=False)
+    measured, spread = measure_initial_losses(cfg, seeds=3, batch_size=4)[True]
+    assert predicted_initial_loss(cfg) == pytest.approx(math.log(cfg.vocab_size), abs=1e-9)
+    assert measured == pytest.approx(math.log(cfg.vocab_size), abs=1e-5) and spread < 1e-5
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    assert model.lm_head.weight.abs().max() == 0 and model.token_embedding_table.weight.std() > 0
+    x = torch.randint(cfg.vocab_size, (2, 16))
+    model(x, x.roll(1, 1))[1].backward()
+    moved = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().max() > 0}
+    assert moved == {'lm_head.weight'}
+
+
+@pytest.mark.parametrize('mode', ['tied', 'shuffle', 'pit'])
+def test_a_zero_head_is_refused_where_the_head_is_the_token_table(mode):
+    with pytest.raises(ValueError) as error:
+        GPTConfig(**SMALL, tie_mode=mode, head_init='zero')
+    assert "head_init='zero' needs a head of its own (tie_mode='untied')" in str(error.value)
+    assert f"tie_mode={mode!r}" in str(error.value) and '--untie_at' in str(error.value)
+
+
+@pytest.mark.parametrize('shape', SHAPES, ids=lambda s: f"n{s['vocab_size']}_d{s['n_embd']}")
 def test_small_init_starts_near_log_2n(shape):
     cfg = GPTConfig(**shape, n_layer=2, block_size=64, tie_mode='small_init', emb_scale=True, zero_init_residual=True)
     measured, _ = measure_initial_losses(cfg, seeds=3, batch_size=4)[True]

@@ -103,6 +103,8 @@ BAD_INPUTS = {
     'n_embd_not_divisible_by_n_head': ('train.py', ['--n_embd=30', '--n_head=4'],
                                        ['n_embd=30 must be divisible by n_head=4']),
     'zero_n_layer': ('train.py', ['--n_layer=0'], ['n_layer must be a positive integer, got 0']),
+    'zero_head_tied': ('train.py', ['--head_init=zero'], ["head_init='zero' needs a head of its own (tie_mode='untied')",
+                                                          "got tie_mode='tied'"]),
     'negative_block_size': ('train.py', ['--block_size=-16'], ['--block_size must be a positive integer, got -16']),
     'missing_data_default_dataset': ('train.py', ['--data_dir={tmp}/empty', '--dataset=shakespeare_char'],
                                      ['no prepared data in {tmp}/empty/shakespeare_char',
