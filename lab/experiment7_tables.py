@@ -184,9 +184,9 @@ def depth_table():
 
 def summary_path(out_dir):
     """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
-    under docs/results/, if any (out-exp7-X is experiment7-X)."""
+    under docs/results/, if any (out-exp7-X is experiment7-X, and so for experiment 8's)."""
     path = os.path.join(out_dir, 'summary.json')
-    name = os.path.basename(os.path.normpath(out_dir)).replace('out-exp7-', 'experiment7-', 1)
+    name = re.sub(r'^out-exp(\d+)-', r'experiment\1-', os.path.basename(os.path.normpath(out_dir)))
     kept = os.path.join(RESULTS, name, 'summary.json')
     return kept if not os.path.exists(path) and os.path.exists(kept) else path
 

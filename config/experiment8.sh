@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Experiment 8 (docs/experiment8.md): the untied baseline as practice trains it. nanochat (gpt.py, init_weights) and
+# the modded-nanogpt speed run (train_gpt.py) start their untied head at zero, so the loss starts at log n; every
+# verdict of claims 14 and 15 was read against a head drawn N(0, sigma^2). The zero head (--head_init=zero) is a new
+# arm, tuned at its own rates by experiment 7's select rule, then paired by seed with tied at its best and untied at
+# its best, on experiment 6's BPE recipe (config/recipe_bpe.py, 2.3 M parameters tied), under AdamW and under Muon.
+#   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
+#   bash config/experiment8.sh sweep OPTIMIZER   # half length, one seed: the table's and the head's rates, widened
+#                                                # until the best cell has a trained neighbour on every side
+#   bash config/experiment8.sh select OPTIMIZER  # the sweep's two best cells at full length, three seeds (1342-1344)
+#   bash config/experiment8.sh fresh OPTIMIZER   # the better of the two on the five seeds of experiment 6's
+#                                                # confirmation (1337-1341), which the summaries of tied's and untied's
+#                                                # best runs already hold, and tied's best cell again on seed 1337: the
+#                                                # runs it is paired with must reproduce on this machine
+#   bash config/experiment8.sh all               # every stage, AdamW then Muon
+#   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
+# OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
+# paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tables=lab/experiment7_tables.py
+
+flags() {  # OPTIMIZER: the arm's flags at either length
+    echo --head_init=zero --optimizer="$1" --muon_qkv=split --tuned_lens=
+}
+
+sweep() {  # OPTIMIZER: around untied's best of experiment 6 (AdamW: table x30, head x3; Muon: x10, x3)
+    local out=out-exp8-sweep-$1 modes wider
+    modes=$(python -c "print(','.join(f'untied_e{e:g}_h{h:g}' for e in {'adamw': (10, 30, 100), 'muon': (3, 10, 30)}['$1']
+                                      for h in (1, 3, 10)))")
+    [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out" "$modes")
+    for _ in 1 2 3 4; do
+        python ablate.py config/ablate_bpe_rates.py $(flags "$1") --modes="$modes" --out_dir="$out"
+        wider=$(python $tables widen "$out")
+        [ "$wider" = "$modes" ] && return
+        modes=$wider
+    done
+    echo "$out: the best still lies on the grid's edge after three widenings; see its summary.md" >&2
+    exit 1
+}
+
+best() {  # N OUT_DIR: the N best untied cells of an ablation, as rows
+    python - "$@" <<'PY'
+import sys
+from lab.experiment7_tables import best_rows, sweep_cells
+_, untied, _, _ = sweep_cells(sys.argv[2], committed=True)
+print(','.join(row for cell in sorted(untied, key=untied.get)[:int(sys.argv[1])] for row in best_rows({cell: 0}, {})))
+PY
+}
+
+confirmation() {  # OPTIMIZER: the config of experiment 6's five-seed confirmation, and its flags
+    if [ "$1" = adamw ]; then echo config/ablate_bpe_rates_confirm_adamw.py; else
+        echo config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split; fi
+}
+
+stage=${1:-}
+optimizer=${2:-}
+case "$stage:$optimizer" in
+sweep:adamw | sweep:muon)
+    sweep "$optimizer" ;;
+select:adamw | select:muon)
+    python $tables best "out-exp8-sweep-$optimizer" > /dev/null  # refuses a best on the grid's edge
+    python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 2 "out-exp8-sweep-$optimizer")" \
+        --seed=1342 --seeds=3 --out_dir="out-exp8-select-$optimizer" ;;
+fresh:adamw | fresh:muon)
+    python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 1 "out-exp8-select-$optimizer")" \
+        --seed=1337 --seeds=5 --out_dir="out-exp8-fresh-$optimizer"
+    python ablate.py $(confirmation "$optimizer") --modes=tied_e10 --seeds=1 --tuned_lens= \
+        --out_dir="out-exp8-check-$optimizer" ;;
+all:)
+    for optimizer in adamw muon; do
+        for stage in sweep select fresh; do bash "$0" $stage $optimizer; done
+    done ;;
+*)
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon, or: bash config/experiment8.sh all" >&2
+    exit 2 ;;
+esac
