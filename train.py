@@ -244,7 +244,7 @@ def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to advance instead
     of drawing one (ablate.py shares one bar across runs). Returns a summary dict: iterations, final and best
     losses, tokens/s, wall time, and the trained model."""
-    cfg = dict(cfg)
+    cfg = cfg.copy()  # parse_train_args's Settings also know which keys the user gave: a resume takes those
     with process_group(cfg) as proc:  # the device, its dtype and compile settings; under torchrun, this rank
         device, master = proc.device, proc.master
         # mixed precision: the forward pass under bfloat16 (or float16) autocast where the device has it, the

@@ -206,10 +206,29 @@ def check_seed(seed, key='seed'):
         raise UserError(f"--{key} must be an integer from -2**63 to 2**63 - 1, got {seed}")
 
 
+class Settings(dict):
+    """parse_config's result: the settings, and which keys the user gave (in a config file or as --key=value), so that
+    a value typed equal to its default can be told from one left out: a resume takes the checkpoint's value for the
+    second, never for the first. copy() keeps both."""
+
+    def __init__(self, values, given=()):
+        super().__init__(values)
+        self.given = frozenset(given)
+
+    def copy(self):
+        return Settings(self, self.given)
+
+
+def given_keys(cfg, defaults):
+    """The keys the user gave: what parse_config recorded; for a plain dict (a caller of train.train), those whose
+    value is not their default."""
+    return cfg.given if isinstance(cfg, Settings) else {key for key in defaults if cfg.get(key) != defaults[key]}
+
+
 def parse_config(defaults, argv, choices=None):
     """
-    Return a new dict: defaults, then each config file in argv (after the config it names as base_config,
-    if any), then each --key=value in argv.
+    Return a new dict (Settings: it also knows which keys were given): defaults, then each config file in argv (after
+    the config it names as base_config, if any), then each --key=value in argv.
     Values take the type of their default; a None default takes a Python literal or plain text.
     Every mistake (unknown key, wrong type, value outside choices) raises UserError.
     """
@@ -217,7 +236,7 @@ def parse_config(defaults, argv, choices=None):
     if "--help" in argv or "-h" in argv:
         _print_help(defaults, choices)
         sys.exit(0)
-    config = dict(defaults)
+    config, given = dict(defaults), set()
     seen_override = False
     for arg in argv:
         if not arg.startswith("-"):
@@ -227,6 +246,7 @@ def parse_config(defaults, argv, choices=None):
                 if name not in defaults:
                     raise _unknown_key(name, defaults, "'{}'", f" in {source}")
                 _set(config, name, value, defaults, choices, f"{name} in {source}")
+                given.add(name)
             continue
         if not arg.startswith("--") or arg == "--" or arg.startswith("---"):
             raise UserError(f"unexpected argument '{arg}'; options look like --key=value")
@@ -239,7 +259,8 @@ def parse_config(defaults, argv, choices=None):
                 raise UserError(f"--{key} needs a value: --{key}=VALUE")
             value = "true"
         _set(config, key, value, defaults, choices, f"--{key}")
-    return config
+        given.add(key)
+    return Settings(config, given)
 
 
 def parse_modes(text, key, allowed, accepts=lambda name: False, more=''):

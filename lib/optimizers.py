@@ -92,15 +92,15 @@ def check_same_optimizer(ckpt, cfg, path):
                         f"state of {saved}; resume with --optimizer={saved} or start a new --out_dir")
 
 
-def resume_rates(saved_cfg, cfg, defaults, path):
-    """A resume goes on with the rates, the schedule, the decay and the untie it was started with: a key left at
-    its default takes the checkpoint's value, so `--init_from=resume` alone changes nothing (before, an untied
-    run's head fell back from embed_lr to learning_rate). A RESUMED_KEYS key given another value is taken and
-    said; a KEPT_BY_THE_STATE key given another value is a one-line error. Returns the lines to say."""
+def resume_rates(saved_cfg, cfg, given, path):
+    """A resume goes on with the rates, the schedule, the decay and the untie it was started with: a key the user
+    did not give (lib/command_line.given_keys) takes the checkpoint's value, so `--init_from=resume` alone changes
+    nothing. A RESUMED_KEYS key given another value, its default included, is taken and said; a KEPT_BY_THE_STATE
+    key given another value is a one-line error. Returns the lines to say."""
     changed = []
     for key in RESUMED_KEYS + KEPT_BY_THE_STATE:
         saved = saved_cfg[key]
-        if cfg[key] == defaults[key] or cfg[key] == saved:
+        if key not in given or cfg[key] == saved:
             cfg[key] = saved
         elif key in KEPT_BY_THE_STATE:
             raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}, "

@@ -20,7 +20,7 @@ import os
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
-from lib.command_line import UserError, check_seed, parse_config
+from lib.command_line import UserError, check_seed, given_keys, parse_config
 from lib.hf_gpt2 import start_from_pretrained
 from lib.device import ctrl_c_saves
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
@@ -88,11 +88,11 @@ def compile_failure(e):
     return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
-def check_resume_compatible(ckpt, cfg, defaults, path):
-    """Model keys the user set must agree with the checkpoint; keys left at their default take its values."""
+def check_resume_compatible(ckpt, cfg, given, path):
+    """Model keys the user gave must agree with the checkpoint; the others take its values."""
     for key in MODEL_KEYS:
         saved = ckpt['model_args'][key]
-        if cfg[key] != defaults[key] and cfg[key] != saved:
+        if key in given and cfg[key] != saved:
             raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
                             f"drop the option or start a new --out_dir")
         cfg[key] = saved
@@ -177,11 +177,12 @@ class Run:
         self.ckpt = self.pretrained = None
         if cfg['init_from'] == 'resume':
             self.ckpt = load_checkpoint(self.ckpt_path, proc.device)
-            check_resume_compatible(self.ckpt, cfg, defaults, self.ckpt_path)
+            given = given_keys(cfg, defaults)  # a key typed equal to its default is given, and taken
+            check_resume_compatible(self.ckpt, cfg, given, self.ckpt_path)
             check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
                                   os.path.join(cfg['data_dir'], cfg['dataset']))
             check_same_optimizer(self.ckpt, cfg, self.ckpt_path)
-            for line in resume_rates(self.ckpt['config'], cfg, defaults, self.ckpt_path):
+            for line in resume_rates(self.ckpt['config'], cfg, given, self.ckpt_path):
                 if proc.master:
                     print(line)
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape

@@ -686,3 +686,29 @@ def test_a_run_that_diverges_is_a_result_of_the_grid_not_a_failure(tiny_data, tm
     assert 'diverged, kept as the run' in capsys.readouterr().out
     again = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000', max_iters=10, eval_interval=5)
     assert len(again['skipped']) == 2 and not again['trained']
+
+
+def test_the_verdicts_against_untied_and_tied_are_paired_by_seed(every_mode, tiny_data, monkeypatch):
+    """Seeds that move both arms together (here a seed adds 0 or 2 nats to every mode's end, tied a steady 0.010
+    more): the paired interval sees the steady difference and excludes zero, Welch's sees the seeds' spread and does
+    not. Every versus_* verdict the summary bolds must be the paired one; Welch's is kept beside it, named so."""
+    out_dir, done = every_mode
+    real = ablation_report.run_numbers
+
+    def seed_moves_both(rows, result, tie_mode, cfg, vocab_size):
+        numbers = real(rows, result, tie_mode, cfg, vocab_size)
+        seed = result['config']['seed'] - cfg['seed']  # 0 or 1
+        numbers['final_val_loss'] = 4.0 + 2.0 * seed + {'untied': 0.0, 'tied': 0.010}.get(tie_mode, 0.005) \
+            + 0.0004 * seed * (tie_mode == 'tied')
+        return numbers
+    monkeypatch.setattr(ablation_report, 'run_numbers', seed_moves_both)
+    cfg = ablate.parse_args(ablation_args(tiny_data, out_dir, '--seeds=2'))
+    _, info, _ = ablation_report.summarize(cfg, ablate.plan_runs(cfg), done['info']['vocab_size'], [])
+    paired = info['versus_untied']['tied']['final_val_loss']
+    assert paired[0] == pytest.approx(0.0102) and 0 < paired[1] < paired[2] < 0.02, paired
+    welch = info['versus_untied_welch']['tied']['final_val_loss']
+    assert welch[1] < 0 < welch[2], welch
+    assert info['versus_tied']['shuffle']['final_val_loss'] == pytest.approx(
+        ablation_report.paired_interval([4.005, 6.005], [4.010, 6.0104]))
+    assert info['versus_tied']['shuffle']['final_val_loss'][2] < 0 < \
+        info['versus_tied_welch']['shuffle']['final_val_loss'][2]

@@ -338,3 +338,24 @@ def test_rate_rows_parse_plan_their_rates_and_are_labelled():
                      'tied_untie_e3': (6e-3, 1e-3), 'pit_e0.3_h30': (6e-4, 6e-2)}
     with pytest.raises(UserError, match='tied_h0.3, a head rate'):
         ablate.parse_args(['--modes=tied,tied_h0.3'])
+
+
+def test_a_rate_typed_on_a_resume_is_taken_even_where_it_is_the_default(tiny_data, tmp_path, capsys):
+    """--learning_rate=1e-3 (train.py's default) typed on the resume of a run started at 6e-4 is a change the user
+    asked for: taken and said, not mistaken for a key left out (which takes the checkpoint's value)."""
+    out = str(tmp_path / 'out')
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, out, max_iters=5, learning_rate=6e-4)))
+    resume = [arg for arg in tiny_train_args(tiny_data, out, max_iters=10, init_from='resume')
+              if not arg.startswith('--learning_rate=')]
+    cfg = train.parse_train_args(resume + ['--learning_rate=1e-3'])
+    assert 'learning_rate' in cfg.given and cfg['learning_rate'] == train.DEFAULTS['learning_rate']
+    capsys.readouterr()
+    train.train(cfg)
+    assert 'resume: --learning_rate=0.001 from here on (the checkpoint was made with learning_rate=0.0006)' in \
+        capsys.readouterr().out
+    assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['config']['learning_rate'] == 1e-3
+    left_out = train.parse_train_args(resume)  # not typed: the checkpoint's rate goes on, in silence
+    capsys.readouterr()
+    train.train(dict(left_out, max_iters=15))
+    assert 'resume:' not in capsys.readouterr().out
+    assert torch.load(os.path.join(out, 'ckpt.pt'), weights_only=True)['config']['learning_rate'] == 1e-3
