@@ -46,6 +46,7 @@ DEFAULTS = dict(
     eval_iters=20,                  # batches per split in each evaluation (the same batches every time)
     eval_seed=11337,                # their generator's seed: one for every --seed, so seeds compare (estimate_loss)
     log_interval=10,                # iterations between rows of metrics.csv (and lines of the log)
+    grad_probe=True,                # grad_in, grad_out on logged steps (lib/probes.GradSources); off for speed runs
     progress=True,                  # a bar on a terminal; elsewhere (a log file) a line per logged iteration
     # data
     batch_size=12,                  # sequences per micro-batch
@@ -207,7 +208,7 @@ def wrap(raw_model, proc):
 
 # ---------------------------------------------------------------- the checkpoint
 
-def checkpoint(raw_model, optimizer, batch_order, cfg, meta, iter_num, best_val_loss, fingerprint):
+def checkpoint(raw_model, optimizer, scaler, batch_order, cfg, meta, iter_num, best_val_loss, fingerprint):
     """ckpt.pt: everything an exact resume needs, restore() below putting each piece back. lib/training_run.py's
     Run writes it whole or not at all (a temporary file, then a rename), at every evaluation and on Ctrl-C; best.pt
     holds its first four keys, the weights at the lowest validation loss."""
@@ -217,20 +218,23 @@ def checkpoint(raw_model, optimizer, batch_order, cfg, meta, iter_num, best_val_
         meta=meta,                                  # the tokenizer: sample.py needs no data folder
         head_untied=raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has split it
         optimizer=optimizer.state_dict(),           # AdamW's moments (and Muon's momentum) of every group
+        scaler=scaler.state_dict(),                 # float16's loss scale and its growth count ({} otherwise)
         config=dict(cfg),                           # the settings: a resume checks its own against them
         iter_num=iter_num,
         best_val_loss=best_val_loss,
-        rng={'torch': torch.get_rng_state(), 'data': batch_order.get_state(),  # dropout's and the batches'
+        rng={'torch': torch.get_rng_state(), 'data': batch_order.get_state(),  # dropout's and rank 0's batches'
              'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         data_fingerprint=fingerprint,               # a CRC of every window drawn: the resumed order is the same
     )
 
 
-def restore(ckpt, raw_model, optimizer, batch_order):
+def restore(ckpt, raw_model, optimizer, scaler, batch_order):
     """A resume: the weights, the optimizer's state and every random generator exactly as checkpoint() saved
     them. Returns (iter_num, best_val_loss, data fingerprint) to go on from."""
     raw_model.load_state_dict(ckpt['model'])        # copies into the existing Parameters: the tie survives
     optimizer.load_state_dict(ckpt['optimizer'])
+    if ckpt.get('scaler'):                          # a float16 run's (a checkpoint older than the key has none)
+        scaler.load_state_dict(ckpt['scaler'])
     torch.set_rng_state(ckpt['rng']['torch'].cpu())
     batch_order.set_state(ckpt['rng']['data'].cpu())
     if torch.cuda.is_available() and ckpt['rng']['cuda']:
@@ -267,17 +271,19 @@ def train(cfg, progress=None):
         # The training batches have a generator of their own: every tie mode sees the same data order for a
         # seed, whatever its initialisation drew from the global one. Ranks draw different batches.
         batch_order = torch.Generator().manual_seed(cfg['seed'] + proc.rank)
+        scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(proc.dtype == 'float16'))
+        accum_steps = cfg['gradient_accumulation_steps'] // proc.world_size
         iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
         if run.ckpt is not None:  # --init_from=resume; a checkpoint that does not fit is one line
             with run.restoring():
-                iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, batch_order)
-        run.checkpoint = partial(checkpoint, raw_model, optimizer, batch_order, cfg, meta)  # what Run saves
+                iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, scaler, batch_order)
+            if proc.rank:  # not rank 0, whose data order the checkpoint holds: this rank's own, drawn again
+                fingerprint = run.replay_order(splits['train'], accum_steps, batch_order, iter_num)
+        run.checkpoint = partial(checkpoint, raw_model, optimizer, scaler, batch_order, cfg, meta)  # what Run saves
         model = wrap(raw_model, proc)
-        scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(proc.dtype == 'float16'))
         instruments = Instruments(raw_model, optimizer, scaler, cfg)
 
-        accum_steps = cfg['gradient_accumulation_steps'] // proc.world_size
-        tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
+        tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']  # every rank's
         if master and progress is None:
             run.print_header(splits, raw_model, tokens_per_iter)
         bar = progress or training_progress(cfg['max_iters'], iter_num, cfg['tie_mode'], master and cfg['progress'])
@@ -322,7 +328,7 @@ def train(cfg, progress=None):
                         or logging_now, measure_norm=logging_now or bool(row),
                         probe=copy_probe if copying and logging_now else None)  # the console's copy: this step's
                 sources = instruments.after_step()  # pit's retraction; the gradient sources on a probed step
-                speed.add(tokens_per_iter)
+                speed.add(tokens_per_iter // proc.world_size)  # this process's: tokens/s and MFU are per GPU
 
                 # log: a row of metrics.csv and the progress bar
                 if master and (logging_now or row):
@@ -344,7 +350,8 @@ def train(cfg, progress=None):
                    data_fingerprint=fingerprint, out_dir=cfg['out_dir'], model=raw_model)
     if master and not progress:
         print(f"done: {iter_num} iterations in {summary['wall_s']:.0f} s ({summary['tokens_per_sec']:,.0f} tokens/s "
-              f"median), val loss {summary['val_loss']:.4f} (best {best_val_loss:.4f})"
+              f"{'a process, ' if proc.world_size > 1 else ''}median), val loss {summary['val_loss']:.4f} "
+              f"(best {best_val_loss:.4f})"
               + (f", from {start:.4f} at the start" if start is not None else '') + f"; checkpoint {run.ckpt_path}")
     return summary
 

@@ -31,6 +31,7 @@ weight_decay = 0.1
 ends_decay = 'per_step'        # the ends' decay a step held at x1's, as the ladder ran (config/recipe_ladder.py)
 eval_interval = 250
 eval_iters = 50
+grad_probe = False             # the gradient-source probe off: a research instrument the verdict does not read
 
 # The rates are a prior carried from the ladder, not measured at this size: AdamW's best at width 160 (untied: the
 # table x300, the head x10; tied x100; docs/experiment7.md), and shuffle at tied's.

@@ -22,7 +22,7 @@ class Instruments:
     def __init__(self, model, optimizer, scaler, cfg):
         self.model, self.optimizer = model, optimizer
         self.untie_iter = round(cfg['untie_at'] * cfg['max_iters']) if cfg['untie_at'] is not None else None
-        self.grad_sources = GradSources(model, scaler)
+        self.grad_sources = GradSources(model, scaler) if cfg['grad_probe'] else None  # off: a speed run's
         self.probed = False
 
     def unties_now(self, iter_num):
@@ -35,8 +35,8 @@ class Instruments:
     def watching(self, probe):
         """Around one optimizer step: the gradient-source probe where probe is true (on every DDP rank alike: its
         all-reduce needs them all)."""
-        self.probed = probe
-        return self.grad_sources if probe else contextlib.nullcontext()
+        self.probed = bool(probe and self.grad_sources)
+        return self.grad_sources if self.probed else contextlib.nullcontext()
 
     def after_step(self):
         """After the optimizer's step: pit's retraction; (grad_in, grad_out) of a probed step, else None."""

@@ -7,6 +7,7 @@ Run              one run's files and every check that reads before the first wri
                  Then its checkpoints (train.py's checkpoint(), written whole or not at all), best.pt, metrics.csv,
                  the one line for a resume that does not fit, and the guards that turn Ctrl-C, running out of
                  memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
+replay_order     a DDP rank's own data order on a resume, drawn again from its seed (the checkpoint holds rank 0's).
 
 A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
 the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
@@ -17,6 +18,7 @@ import csv
 import io
 import math
 import os
+import zlib
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
@@ -241,6 +243,10 @@ class Run:
         finally:
             self.ckpt = None
 
+    def replay_order(self, tokens, accum_steps, generator, iterations):
+        """replay_order (below) for this process's rank: its batch generator and data fingerprint on a resume."""
+        return replay_order(tokens, self.cfg, accum_steps, generator, self.proc.rank, iterations)
+
     def print_header(self, splits, model, tokens_per_iter):
         cfg, meta, proc, config = self.cfg, self.meta, self.proc, model.config
         breakdown = ', '.join(f'{k} {v:,}' for k, v in param_breakdown(model).items())
@@ -251,6 +257,8 @@ class Run:
         padded = -(-config.vocab_size // config.pad_vocab_to) * config.pad_vocab_to
         print(f"device {proc.device}, dtype {proc.dtype}, compile {proc.compile}, {proc.world_size} process(es), "
               f"{tokens_per_iter:,} tokens per iteration"
+              + (f" ({tokens_per_iter // proc.world_size:,} a process: tokens/s and MFU below are a process's, "
+                 f"one GPU's)" if proc.world_size > 1 else '')
               + (f", the head's matmul padded to {padded:,} rows" if padded != config.vocab_size else ''))
 
     @contextmanager
@@ -368,3 +376,16 @@ class Run:
         self.save(iter_num, best_val_loss, fingerprint)
         return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.ckpt_path}; "
                                  f"continue with --init_from=resume --out_dir={self.cfg['out_dir']}")
+
+
+def replay_order(tokens, cfg, accum_steps, generator, rank, iterations):
+    """Under DDP the checkpoint holds rank 0's batch generator; every other rank puts its own back by drawing the
+    window starts of its first `iterations` steps again from its seed (seed + rank), as train.get_batch draws them,
+    reading no token. Returns the data fingerprint those starts give, as train.next_batches chains it."""
+    import torch
+    generator.manual_seed(cfg['seed'] + rank)
+    fingerprint = 0
+    for _ in range(iterations * accum_steps):
+        starts = torch.randint(len(tokens) - cfg['block_size'], (cfg['batch_size'],), generator=generator)
+        fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
+    return fingerprint

@@ -439,25 +439,51 @@ def assert_quotes(quotes, numbers, block_of, name):
         f"{name} quotes a number the summaries do not give, or leaves one out"
 
 
-def train_with_ddp(tmp_path, args):
+def train_with_ddp(tmp_path, args, record=False):
     """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
-    train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with. On the CPU even where a
-    GPU is visible: one GPU cannot hold two ranks. One run per torchrun, as a user has it: a second train() in
-    the same two ranks (a fresh process group after the first was destroyed) hung in 2 of 3 tries under load
-    (torch 2.13, gloo), so the three DDP tests cannot share one."""
+    train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with, and with record=True each
+    rank's record too: the window starts of its training batches, step by step, and the tokens its throughput
+    counted. On the CPU even where a GPU is visible: one GPU cannot hold two ranks. One run per torchrun, as a user
+    has it: a second train() in the same two ranks (a fresh process group after the first was destroyed) hung in 2
+    of 3 tries under load (torch 2.13, gloo), so the DDP tests cannot share one."""
+    import json
     import textwrap
     import torch
     script = tmp_path / 'ddp_run.py'
     script.write_text(textwrap.dedent(f"""
-        import os, sys, torch
+        import json, os, sys, torch
         sys.path.insert(0, {REPO_ROOT!r})
         import train
+        from lib.throughput import Throughput
+        record, draw, step, add = dict(starts=[], tokens=0), train.get_batch, train.next_batches, Throughput.add
+        def get_batch(*args, **kwargs):  # a training batch's window starts (next_batches sets 'step')
+            x, y, starts = draw(*args, **kwargs)
+            if record.get('step'):
+                record['starts'][-1] += starts.tolist()
+            return x, y, starts
+        def next_batches(*args, **kwargs):
+            record['starts'].append([])
+            record['step'] = True
+            try:
+                return step(*args, **kwargs)
+            finally:
+                record['step'] = False
+        def count(self, tokens):
+            record['tokens'] += tokens
+            return add(self, tokens)
+        train.get_batch, train.next_batches, Throughput.add = get_batch, next_batches, count
         summary = train.train(train.parse_train_args(sys.argv[1:]))
-        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{os.environ['RANK']}}.pt"))
+        rank = os.environ['RANK']
+        torch.save(summary['model'].state_dict(), os.path.join({str(tmp_path)!r}, f"rank{{rank}}.pt"))
+        with open(os.path.join({str(tmp_path)!r}, f"rank{{rank}}.json"), 'w') as f:
+            json.dump(record, f)
     """))
     result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
                              str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
                             # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
                             env=dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path)))
     assert result.returncode == 0, result.stderr[-3000:]
-    return [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]
+    states = [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]
+    if not record:
+        return states
+    return states, [json.loads((tmp_path / f'rank{rank}.json').read_text()) for rank in (0, 1)]

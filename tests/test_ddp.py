@@ -63,3 +63,30 @@ def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
     with open(out_dir / 'metrics.csv', newline='') as f:
         rows = list(csv.DictReader(f))
     assert all(math.isfinite(float(r['grad_in'])) for r in rows[:-1])
+
+
+@pytest.mark.slow
+def test_a_ddp_run_stopped_at_a_checkpoint_resumes_exactly_on_every_rank(tiny_data, tmp_path):
+    """Two ranks, float32: 8 steps in one go, against 4 steps, a checkpoint, and a resume for the other 4. The
+    checkpoint holds rank 0's batch generator; rank 1 must go on with its own windows (train.replay_order), not
+    rank 0's, or the effective batch halves in silence and the weights part from the uninterrupted run's. Each rank's
+    throughput counts its own tokens, half of every iteration's, so tokens/s and MFU are one GPU's."""
+    from conftest import TINY_TRAIN
+    settings = dict(eval_interval=4, lr_decay_iters=8, gradient_accumulation_steps=2)  # one schedule for all three
+    whole, resumed = tmp_path / 'whole', tmp_path / 'resumed'
+    for folder in (whole, resumed, tmp_path / 'first'):
+        folder.mkdir()
+    (ranks, records) = train_with_ddp(whole, tiny_train_args(tiny_data, str(whole / 'out'), max_iters=8,
+                                                             **settings), record=True)
+    train_with_ddp(tmp_path / 'first', tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=4, **settings))
+    (again, again_records) = train_with_ddp(resumed, tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=8,
+                                                                     init_from='resume', **settings), record=True)
+    for rank in (0, 1):
+        for name in ranks[rank]:
+            assert torch.allclose(again[rank][name], ranks[rank][name], rtol=0, atol=1e-6), (rank, name)
+        assert again_records[rank]['starts'] == records[rank]['starts'][4:], rank  # its own windows, step by step
+    assert again_records[0]['starts'] != again_records[1]['starts']  # the ranks draw apart after the resume as before
+    assert records[0]['starts'][:4] != records[1]['starts'][:4]
+    tokens_per_iter = 2 * TINY_TRAIN['batch_size'] * TINY_TRAIN['block_size']
+    assert [record['tokens'] for record in records] == [8 * tokens_per_iter // 2] * 2
+    assert [record['tokens'] for record in again_records] == [4 * tokens_per_iter // 2] * 2

@@ -211,3 +211,50 @@ def test_train_rejects_bad_options_in_one_line(args, culprit):
     assert result.returncode == 2
     assert culprit in result.stderr and 'Traceback' not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_data_fingerprint_chains_every_window_of_every_step(tiny_data, tmp_path):
+    """The checkpoint's fingerprint is a CRC run over the window starts of every micro-batch of every step, in
+    order, each step's carried into the next: computed here from the batch generator's seed alone, it must equal
+    what the run saved (a CRC of the last step's windows alone, or of one micro-batch a step, would not)."""
+    import zlib
+    from lib.prepared_data import load_splits
+    cfg = train.parse_train_args(tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=6, eval_interval=3,
+                                                 gradient_accumulation_steps=2))
+    summary = train.train(cfg)
+    generator, expected = torch.Generator().manual_seed(cfg['seed']), 0
+    high = len(load_splits(cfg)[0]['train']) - cfg['block_size']
+    for _ in range(6 * 2):
+        starts = torch.randint(high, (cfg['batch_size'],), generator=generator)
+        expected = zlib.crc32(starts.numpy().tobytes(), expected)
+    saved = torch.load(os.path.join(cfg['out_dir'], 'ckpt.pt'), weights_only=True)['data_fingerprint']
+    assert summary['data_fingerprint'] == saved == expected
+    from lib.training_run import replay_order
+    replayed = replay_order(load_splits(cfg)[0]['train'], cfg, 2, torch.Generator(), 0, 6)
+    assert replayed == expected  # a DDP rank's order drawn again on a resume is the order it drew
+
+
+def test_a_float16_runs_loss_scale_is_saved_and_put_back(tiny_data, tmp_path):
+    """A CPU trains no float16 (train.py refuses it), so the scaler's state is checked directly: a scale that has
+    backed off and a growth count part-way are in the checkpoint, and a resume's scaler starts from them."""
+    from model import GPT, GPTConfig
+    model = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler('cpu', init_scale=1024.0, growth_interval=100)
+    scaler.load_state_dict(dict(scaler.state_dict(), scale=256.0, _growth_tracker=37))
+    ckpt = train.checkpoint(model, optimizer, scaler, torch.Generator(), dict(seed=1), {}, 10, 3.0, 0)
+    assert ckpt['scaler']['scale'] == 256.0 and ckpt['scaler']['_growth_tracker'] == 37
+    fresh = torch.amp.GradScaler('cpu', init_scale=65536.0, growth_interval=100)
+    train.restore(ckpt, GPT(model.config), torch.optim.AdamW(GPT(model.config).parameters()), fresh,
+                  torch.Generator())
+    assert fresh.get_scale() == 256.0 and fresh.state_dict()['_growth_tracker'] == 37
+
+
+def test_the_gradient_source_probe_can_be_turned_off(tiny_data, tmp_path_factory):
+    """--grad_probe=false (a speed run's): no grad_in or grad_out in metrics.csv; the default probes every logged
+    step."""
+    for probe in (True, False):
+        out = train_tiny_run(tiny_data, tmp_path_factory, f'probe{probe}', max_iters=10, grad_probe=probe)
+        with open(os.path.join(out, 'metrics.csv'), newline='') as f:
+            rows = [row for row in csv.DictReader(f) if row['step_loss']]
+        assert rows and all(bool(row.get('grad_in')) == probe and bool(row.get('grad_out')) == probe for row in rows)
