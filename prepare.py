@@ -85,6 +85,10 @@ def main(argv):
         raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
                         f"and dataset {dataset} is tokenized with {tokenizer}")
     data_dir = os.path.join(config["out_dir"], dataset)
+    cores = os.cpu_count() or 1
+    if not 0 <= config["workers"] <= cores:  # tokenizing is CPU-bound: a process a core is the most that helps
+        raise UserError(f"--workers must be from 0 (one per core) to {cores}, this machine's cores, got "
+                        f"{config['workers']}")
     if config["input"] and is_corpus(config["input"]):  # many files, streamed: lib/corpus.py
         if tokenizer != "gpt2" or config["compact_vocab"]:
             raise UserError(f"--input={config['input']} is a corpus of many files, prepared with GPT-2's BPE as it "
@@ -307,8 +311,9 @@ def resolve_names(config):
                         f"the default corpus; without either, choose one of: {', '.join(BUILTIN_TOKENIZERS)}")
     if tokenizer == "auto":
         tokenizer = "gpt2" if input_path and is_corpus(input_path) else BUILTIN_TOKENIZERS.get(dataset, "char")
-    elif dataset in BUILTIN_TOKENIZERS and tokenizer != BUILTIN_TOKENIZERS[dataset]:
-        # Keeps the promise that data/shakespeare_char is characters and data/shakespeare is BPE.
+    if dataset in BUILTIN_TOKENIZERS and tokenizer != BUILTIN_TOKENIZERS[dataset]:
+        # Keeps the promise that data/shakespeare_char is characters and data/shakespeare is BPE (a corpus, always
+        # BPE, under the character dataset's name would replace it).
         raise UserError(f"--dataset={dataset} is always tokenized with {BUILTIN_TOKENIZERS[dataset]}; "
                         f"use --dataset=NAME for a {tokenizer} version")
     return dataset, tokenizer

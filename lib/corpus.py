@@ -43,21 +43,34 @@ def corpus_files(input_path):
 
 
 def documents(files, digest):
-    """Each document's text in order; digest (hashlib) sees every byte read."""
+    """Each document's text in order; digest (hashlib) sees every byte read. What is not UTF-8 text, or a line that
+    is not a JSON object whose "text" is a string, is one UserError naming the file and the line, as the one-file
+    path's: nothing is replaced in silence, and no worker meets a number where it expects text."""
     for path in files:
         with open(path, 'rb') as f:
             if path.endswith('.txt'):
                 data = f.read()
                 digest.update(data)
-                yield len(data), data.decode('utf-8', errors='replace')
+                yield len(data), decoded(data, path)
                 continue
             for number, line in enumerate(f, 1):
                 digest.update(line)
                 if line.strip():
                     try:
-                        yield len(line), json.loads(line)['text']
+                        text = json.loads(decoded(line, f"{path}:{number}"))['text']
                     except (ValueError, KeyError, TypeError):
-                        raise UserError(f"{path}:{number} is not a JSON object with a \"text\" field") from None
+                        text = None
+                    if not isinstance(text, str):
+                        raise UserError(f"{path}:{number} is not a JSON object whose \"text\" is a string (one "
+                                        f"document a line: {{\"text\": \"...\"}})") from None
+                    yield len(line), text
+
+
+def decoded(data, where):
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise UserError(f"{where} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
 
 
 def encode_chunk(chunk):
@@ -95,8 +108,6 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     for name in ('train.bin', 'val.bin', 'meta.json'):
         remove_stale_temps(os.path.join(data_dir, name))
     meta_path = os.path.join(data_dir, 'meta.json')
-    if os.path.exists(meta_path):  # until the new meta.json lands, the folder must not claim the old data
-        os.remove(meta_path)
     digest, read, counts, started = hashlib.sha256(), [0], [0, 0], time.monotonic()
     bar = tqdm(total=total, unit='B', unit_scale=True, disable=not (progress and on_terminal()), desc=dataset)
     pool = multiprocessing.get_context('spawn').Pool(workers) if workers > 1 else None
@@ -121,15 +132,16 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
                     write(waiting.popleft().get())
             while waiting:
                 write(waiting.popleft().get())
+            if counts[0] == 0 or counts[1] == 0:  # refused while the new bins are temporaries: the old dataset stays
+                raise UserError(f"--input={input_path} gives {counts[0]:,} training and {counts[1]:,} validation "
+                                f"tokens: val takes every {VAL_EVERY}th document, so a corpus needs at least "
+                                f"{VAL_EVERY} documents")
+            if os.path.exists(meta_path):  # every check passed: from the bins' renames to the new meta.json, the
+                os.remove(meta_path)        # folder must not claim the old data
     finally:
         bar.close()
         if pool is not None:
             pool.terminate()
-    if counts[0] == 0 or counts[1] == 0:
-        for name in ('train.bin', 'val.bin'):
-            os.remove(os.path.join(data_dir, name))
-        raise UserError(f"--input={input_path} gives {counts[0]:,} training and {counts[1]:,} validation tokens: val "
-                        f"takes every {VAL_EVERY}th document, so a corpus needs at least {VAL_EVERY} documents")
     meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=n_vocab, dtype='uint16',
                 train_tokens=counts[0], val_tokens=counts[1], source=f"{len(files)} files of {input_path}",
                 source_bytes=total, source_sha256=digest.hexdigest(), source_location=os.path.abspath(input_path),

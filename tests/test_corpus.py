@@ -90,9 +90,51 @@ def test_a_kill_midway_leaves_no_prepared_folder_and_the_same_command_finishes_t
 def test_a_corpus_file_that_is_not_json_lines_with_text_is_one_line_naming_it(tmp_path):
     (tmp_path / 'c').mkdir()
     (tmp_path / 'c' / 'x.jsonl').write_text('{"text": "fine"}\n{"body": "no text"}\n', encoding='utf-8')
-    with pytest.raises(UserError, match=r'x\.jsonl:2 is not a JSON object with a "text" field'):
+    with pytest.raises(UserError, match=r'x\.jsonl:2 is not a JSON object whose "text" is a string'):
         prepare.main([f'--input={tmp_path / "c"}', f'--out_dir={tmp_path / "out"}', '--workers=1'])
     with pytest.raises(UserError, match='holds no .txt or .jsonl file'):
         prepare.main([f'--input={tmp_path / "c" / "*.md"}', f'--out_dir={tmp_path / "out"}'])
     with pytest.raises(UserError, match='--tokenizer=gpt2'):
         prepare.main([f'--input={tmp_path / "c"}', '--tokenizer=char', f'--out_dir={tmp_path / "out"}'])
+
+
+# A rejected prepare.py leaves data/ as it was: each bad corpus or option against a dataset prepared before, the
+# line it gets (file and line named where there is one), and the bytes of that dataset after.
+GOOD_TEXT = [sentence(k) for k in range(400)]
+BAD_CORPORA = {
+    'malformed_line': ({'x.jsonl': '{"text": "fine"}\n{"text": "cut off\n'}, [], r'x\.jsonl:2 is not a JSON object'),
+    'a_list_not_an_object': ({'x.jsonl': '{"text": "fine"}\n["text", "a"]\n'}, [], r'x\.jsonl:2 is not a JSON obj'),
+    'text_null': ({'x.jsonl': '{"text": null}\n'}, [], r'x\.jsonl:1 is not a JSON object whose "text" is a string'),
+    'text_a_number': ({'x.jsonl': '{"text": 42}\n'}, [], r'x\.jsonl:1 is not a JSON object whose "text" is a string'),
+    'text_a_list': ({'x.jsonl': '{"text": ["a"]}\n'}, [], r'x\.jsonl:1 .*"text" is a string'),
+    'latin1_txt': ({'a.txt': 'caf\u00e9'.encode('latin-1')}, [], r'a\.txt is not UTF-8 text \(bad byte at offset 3\)'),
+    'latin1_jsonl_line': ({'x.jsonl': b'{"text": "ok"}\n{"text": "caf\xe9"}\n'}, [],
+                          r'x\.jsonl:2 is not UTF-8 text'),
+    'too_few_documents': ({f'd{k}.txt': sentence(k) for k in range(50)}, [], r'needs at least 200 documents'),
+    'negative_workers': ({f'd{k}.txt': sentence(k) for k in range(3)}, ['--workers=-1'], r'--workers must be from 0'),
+    'ten_thousand_workers': ({f'd{k}.txt': sentence(k) for k in range(3)}, ['--workers=10000'],
+                             r'--workers must be from 0 \(one per core\) to \d+'),
+    'a_folder_under_the_character_datasets_name': ({f'd{k}.txt': sentence(k) for k in range(300)},
+                                                   ['--dataset=shakespeare_char'],
+                                                   r'--dataset=shakespeare_char is always tokenized with char'),
+}
+
+
+@pytest.mark.parametrize('case', BAD_CORPORA)
+def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was(case, tmp_path):
+    files, flags, message = BAD_CORPORA[case]
+    dataset = 'shakespeare_char' if '--dataset=shakespeare_char' in flags else 'c'
+    out = tmp_path / 'out'
+    before = tmp_path / 'before.txt'
+    before.write_text('\n\n'.join(GOOD_TEXT), encoding='utf-8')
+    prepare.main([f'--input={before}', f'--out_dir={out}', f'--dataset={dataset}'])  # the dataset a typo must keep
+    held = {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))}
+    folder = tmp_path / 'corpus'
+    folder.mkdir()
+    for name, content in files.items():
+        (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode('utf-8'))
+    with pytest.raises(UserError, match=message):
+        prepare.main([f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', '--workers=1', *flags]
+                     if not any(flag.startswith('--workers') for flag in flags) else
+                     [f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', *flags])
+    assert {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))} == held
