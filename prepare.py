@@ -121,7 +121,8 @@ def main(argv):
             raise UserError(f"{source_fields['source']} is too small to split: {len(ids)} token(s), at least 2 needed")
         meta = dict(dataset=dataset, tokenizer=tokenizer, vocab_size=vocab_size,
                     dtype="uint16" if vocab_size <= 65535 else "uint32",
-                    train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields)
+                    train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields,
+                    largest_id={"train": largest(ids[:n_train]), "val": largest(ids[n_train:])})
         write_dataset(data_dir, ids, meta)
     except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
         where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
@@ -317,6 +318,11 @@ def resolve_names(config):
         raise UserError(f"--dataset={dataset} is always tokenized with {BUILTIN_TOKENIZERS[dataset]}; "
                         f"use --dataset=NAME for a {tokenizer} version")
     return dataset, tokenizer
+
+
+def largest(ids):
+    """A split's largest token id, which meta.json records so that train.py need not read the split to check it."""
+    return int(ids.max()) if len(ids) else -1
 
 
 def write_dataset(data_dir, ids, meta):

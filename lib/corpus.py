@@ -108,7 +108,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     for name in ('train.bin', 'val.bin', 'meta.json'):
         remove_stale_temps(os.path.join(data_dir, name))
     meta_path = os.path.join(data_dir, 'meta.json')
-    digest, read, counts, started = hashlib.sha256(), [0], [0, 0], time.monotonic()
+    digest, read, counts, top, started = hashlib.sha256(), [0], [0, 0], [-1, -1], time.monotonic()
     bar = tqdm(total=total, unit='B', unit_scale=True, disable=not (progress and on_terminal()), desc=dataset)
     pool = multiprocessing.get_context('spawn').Pool(workers) if workers > 1 else None
     try:
@@ -121,6 +121,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
                 for k, (f, ids) in enumerate(zip((train_file, val_file), parts)):
                     ids.tofile(f)
                     counts[k] += len(ids)
+                    top[k] = max(top[k], int(ids.max()) if len(ids) else -1)
                 bar.update(read[0] - bar.n)
                 bar.set_postfix(tokens_s=f"{sum(counts) / max(time.monotonic() - started, 1e-9):,.0f}", refresh=False)
             for chunk in chunks(documents(files, digest), read):
@@ -145,6 +146,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=n_vocab, dtype='uint16',
                 train_tokens=counts[0], val_tokens=counts[1], source=f"{len(files)} files of {input_path}",
                 source_bytes=total, source_sha256=digest.hexdigest(), source_location=os.path.abspath(input_path),
-                val_documents=f"every {VAL_EVERY}th document, from document {VAL_EVERY - 1}")
+                val_documents=f"every {VAL_EVERY}th document, from document {VAL_EVERY - 1}",
+                largest_id=dict(train=top[0], val=top[1]))  # what train.py checks the vocabulary against
     atomic_write_bytes(meta_path, (json.dumps(meta, indent=1, ensure_ascii=False) + '\n').encode('utf-8'))
     return meta

@@ -4,6 +4,7 @@ as tensors (or, past a size, left in their files), from which train.get_batch dr
 
 import json
 import os
+import time
 
 import numpy as np
 
@@ -88,6 +89,11 @@ def _meta_problem(meta):
             shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
             return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
                     f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
+    largest = meta.get("largest_id")
+    if largest is not None and not (isinstance(largest, dict) and all(
+            isinstance(largest.get(split), int) and not isinstance(largest.get(split), bool) and largest[split] >= -1
+            for split in ("train", "val"))):
+        return f"gives largest_id={largest!r}; it must be {{\"train\": ID, \"val\": ID}}, each an integer >= -1"
     chars = meta.get("chars")
     if meta["tokenizer"] == "char" and not (isinstance(chars, list) and len(chars) == meta["vocab_size"]
                                             and all(isinstance(c, str) and len(c) == 1 for c in chars)
@@ -237,14 +243,19 @@ def load_splits(cfg, in_memory_max_bytes=None):
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
     check_data_fits(data_dir, meta, limit)
-    splits = {}
+    splits, started = {}, time.time()
     for split in ('train', 'val'):
         path = os.path.join(data_dir, f'{split}.bin')
         try:
             tokens = np.memmap(path, dtype=np.dtype(meta['dtype']), mode='r') if os.path.getsize(path) else \
                 np.zeros(0, dtype=np.dtype(meta['dtype']))
-            for start in range(0, len(tokens), CHECK_CHUNK):  # a stale meta.json: an IndexError in the model otherwise
-                check_token_ids(path, tokens[start:start + CHECK_CHUNK], meta, data_dir)
+            # Every id must be in the vocabulary (an IndexError deep in the model otherwise): prepare.py records each
+            # split's largest, so a start reads a few pages, not the corpus; a dataset prepared before it is scanned.
+            if 'largest_id' in meta:
+                check_token_ids(path, np.array([meta['largest_id'][split]]), meta, data_dir)
+            else:
+                for start in range(0, len(tokens), CHECK_CHUNK):
+                    check_token_ids(path, tokens[start:start + CHECK_CHUNK], meta, data_dir)
             if len(tokens) <= cfg['block_size']:
                 raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
                                 f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")
@@ -256,4 +267,7 @@ def load_splits(cfg, in_memory_max_bytes=None):
             raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds a split of "
                             f"up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
                             f"file); use less data or a machine with more memory") from None
+    if 'largest_id' not in meta:
+        print(f"{data_dir}: prepared before meta.json recorded each split's largest id, so every token was read to "
+              f"check it ({time.time() - started:.1f} s); prepare it again to start without reading the corpus")
     return splits, meta

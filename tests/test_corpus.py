@@ -53,6 +53,7 @@ def test_each_document_is_tokenized_as_the_one_file_path_does_and_every_200th_is
                                                           if k % 200 != 199]
     assert split_documents(val, encoding.eot_token) == [encoding.encode_ordinary(docs[k]) for k in (199, 399)]
     assert (meta['train_tokens'], meta['val_tokens'], meta['vocab_size']) == (len(train), len(val), 50257)
+    assert meta['largest_id'] == {'train': int(train.max()), 'val': int(val.max())}  # what a start checks
     # the one-file path on one document's text gives its tokens too (train and val together)
     one = tmp_path / 'one.txt'
     one.write_text(docs[7], encoding='utf-8')

@@ -65,3 +65,28 @@ def test_only_the_splits_held_in_memory_count_against_the_machines_memory(tiny_d
         load_splits(cfg)  # held in memory, the tiny corpus needs more than 1 KiB
     mapped, _ = load_splits(cfg, in_memory_max_bytes=0)  # both stay in their files: nothing to refuse
     assert all(isinstance(tokens, MappedTokens) for tokens in mapped.values())
+
+
+def test_a_start_checks_the_ids_against_meta_json_and_reads_no_token(tiny_data, tmp_path, monkeypatch, capsys):
+    """prepare.py records each split's largest id, so load_splits checks the vocabulary without reading a split (a
+    start on OpenWebText read 18 GB on every rank for it); a dataset prepared before the key is read once a start,
+    and says so in one line."""
+    import json
+    import shutil
+    meta = json.loads(open(os.path.join(tiny_data, 'tiny', 'meta.json'), encoding='utf-8').read())
+    tokens = {split: np.fromfile(os.path.join(tiny_data, 'tiny', f'{split}.bin'), dtype=meta['dtype'])
+              for split in ('train', 'val')}
+    assert meta['largest_id'] == {split: int(ids.max()) for split, ids in tokens.items()}
+    checked = []
+    real = prepared_data.check_token_ids
+    monkeypatch.setattr(prepared_data, 'check_token_ids', lambda path, ids, *a: (checked.append(len(ids)),
+                                                                                  real(path, ids, *a)))
+    load_splits(dict(data_dir=tiny_data, dataset='tiny', block_size=16))
+    assert checked == [1, 1] and 'prepared before' not in capsys.readouterr().out
+    older = tmp_path / 'older'
+    shutil.copytree(os.path.join(tiny_data, 'tiny'), older / 'tiny')
+    (older / 'tiny' / 'meta.json').write_text(json.dumps({k: v for k, v in meta.items() if k != 'largest_id'}))
+    checked.clear()
+    load_splits(dict(data_dir=str(older), dataset='tiny', block_size=16))
+    assert sum(checked) == sum(len(ids) for ids in tokens.values())
+    assert "prepared before meta.json recorded each split's largest id" in capsys.readouterr().out
