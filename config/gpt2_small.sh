@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 stage=${1:-}
 shift || true
 case $stage in
-prepare) python prepare.py --input="${1:?a folder of .jsonl or .txt files}" --dataset=openwebtext ;;
+prepare) [ -n "${1:-}" ] || { echo "error: bash config/gpt2_small.sh prepare DIR: DIR, a folder of .jsonl or .txt" \
+             "files, is missing" >&2; exit 2; }
+    python prepare.py --input="$1" --dataset=openwebtext ;;
 plan) python lab/gpt2_small_plan.py "$@" ;;
 smoke) python ablate.py config/gpt2_small_verdict.py --max_iters=48 --warmup_iters=5 --eval_interval=24 \
            --eval_iters=5 --seeds=1 --out_dir=out-gpt2-small-smoke "$@" ;;

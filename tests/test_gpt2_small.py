@@ -59,3 +59,23 @@ def test_the_rates_stage_holds_each_grid_rate_and_one_below_it_and_the_page_quot
     plan = '\n'.join(gpt2_small_plan.plan(gpus=0))
     hours = re.search(r'rates stage: \d+ runs of \d+ steps, ([\d.]+) h on one H100', plan)
     assert f"{hours.group(1)} h on one H100" in open(PAGE, encoding='utf-8').read()
+
+
+@pytest.mark.parametrize('args, said', [
+    (['lab/gpt2_small_plan.py', '--tokens_per_s=0'], '--tokens_per_s must be a positive finite number, got 0.0'),
+    (['lab/gpt2_small_plan.py', '--tokens_per_s=-400000'], '--tokens_per_s must be a positive finite number'),
+    (['lab/gpt2_small_plan.py', '--corpus_tokens=-5'], '--corpus_tokens must be a positive finite number, got -5'),
+    (['lab/gpt2_small_plan.py', '--gpus=-3'], "--gpus must be -1 (this machine's GPUs) or a count of GPUs"),
+])
+def test_the_plan_refuses_a_rate_that_would_divide_by_zero_or_print_negative_hours(args, said):
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {said}") and result.stderr.count('\n') == 1, \
+        result
+    assert 'Traceback' not in result.stderr and result.stdout == ''
+
+
+def test_a_stage_without_its_argument_is_one_line_and_exit_code_2():
+    result = subprocess.run(['bash', 'config/gpt2_small.sh', 'prepare'], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and result.stderr.count('\n') == 1
+    assert result.stderr.startswith('error: bash config/gpt2_small.sh prepare DIR') and 'is missing' in result.stderr
