@@ -41,23 +41,29 @@ def test_the_paired_table_is_the_committed_runs(optimizer, monkeypatch):
     assert f"ends at {again} against the committed {committed} ({moved}" in text
 
 
-def test_the_adamw_sweep_and_select_numbers_are_their_summaries():
-    _, sweep, _, _ = sweep_cells(os.path.join(RESULTS, 'experiment8-sweep-adamw'))
-    best = min(sweep, key=sweep.get)
-    assert best == (100.0, 3.0)
+# Each optimizer's sweep best and the cell the page names beside it, and the select stage's two rows, pick first.
+QUOTED_CELLS = {'adamw': ((100.0, 3.0), (300.0, 3.0), '×300 and ×3', ('untied_e100_h3', 'untied_e300_h3')),
+                'muon': ((10.0, 10.0), (10.0, 3.0), '×10 and ×3', ('untied_e10_h3', 'untied_e10_h10'))}
+
+
+@pytest.mark.parametrize('optimizer', QUOTED_CELLS)
+def test_the_sweep_and_select_numbers_are_their_summaries(optimizer):
+    best, beside, words, (pick, other) = QUOTED_CELLS[optimizer]
+    _, sweep, _, _ = sweep_cells(os.path.join(RESULTS, f'experiment8-sweep-{optimizer}'))
+    assert min(sweep, key=sweep.get) == best
     text = page()
-    assert f"({sweep[best]:.3f} at half length; ×300 and ×3: {sweep[(300.0, 3.0)]:.3f})" in text
-    with open(os.path.join(RESULTS, 'experiment8-select-adamw', 'summary.json'), encoding='utf-8') as f:
+    assert f"({sweep[best]:.3f} at half length; {words}: {sweep[beside]:.3f})" in text
+    with open(os.path.join(RESULTS, f'experiment8-select-{optimizer}', 'summary.json'), encoding='utf-8') as f:
         select = {mode: cells['val_loss_all']['mean'] for mode, cells in json.load(f)['modes'].items()}
-    assert min(select, key=select.get) == 'untied_e100_h3'
-    assert (f"`untied_e100_h3` ends at {select['untied_e100_h3']:.3f} and `untied_e300_h3` at "
-            f"{select['untied_e300_h3']:.3f}") in text
+    assert min(select, key=select.get) == pick
+    assert f"`{pick}` ends at {select[pick]:.3f} and `{other}` at {select[other]:.3f}" in text
 
 
-def test_findings_row_14_quotes_the_zero_head_as_the_paired_table_gives_it(monkeypatch):
+@pytest.mark.parametrize('optimizer, claim, after', [('adamw', '14', ' (AdamW'), ('muon', '15', ' (BPE')])
+def test_the_findings_rows_quote_the_zero_head_as_the_paired_table_gives_it(optimizer, claim, after, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
-    row = next(line for line in zero_head.paired_table('adamw') if line.startswith('| tied at its best'))
-    difference = row.rsplit('|', 2)[1].strip().replace('-', '−')
+    row = next(line for line in zero_head.paired_table(optimizer) if line.startswith('| tied at its best'))
+    difference = row.rsplit('|', 2)[1].strip().strip('*').replace('-', '−')
     with open(os.path.join(REPO_ROOT, 'docs', 'findings.md'), encoding='utf-8') as f:
-        (finding,) = [line for line in f if line.startswith('| 14 |')]
-    assert f"against a zero head {difference} (AdamW" in finding
+        (finding,) = [line for line in f if line.startswith(f'| {claim} |')]
+    assert f"against a zero head {difference}{after}" in finding
