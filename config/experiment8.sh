@@ -13,6 +13,12 @@
 #                                                # best runs already hold, and tied's best cell again on seed 1337: the
 #                                                # runs it is paired with must reproduce on this machine
 #   bash config/experiment8.sh all               # every stage, AdamW then Muon
+# Claim 18's setting, where tying cost most: the ladder's w160 (20 layers, 9.3 M parameters tied) under AdamW, 200 steps,
+# as experiment 7's remedy stages ran it (warmup 100, the ends' decay coupled), on its corpus:
+#   python prepare.py --source=registry --dataset=shakespeare_works_compact --tokenizer=gpt2 --compact_vocab=true
+#   bash config/experiment8.sh sweep w160        # half length (100 steps, warmup 50), one seed, widened as above
+#   bash config/experiment8.sh select w160       # the two best cells, three seeds (1337-1339), as experiment 7's
+#   bash config/experiment8.sh fresh w160        # the better on seeds 1342-1346, paired with experiment 7's rfresh runs
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -24,13 +30,20 @@ flags() {  # OPTIMIZER: the arm's flags at either length
     echo --head_init=zero --optimizer="$1" --muon_qkv=split --tuned_lens=
 }
 
-sweep() {  # OPTIMIZER: around untied's best of experiment 6 (AdamW: table x30, head x3; Muon: x10, x3)
-    local out=out-exp8-sweep-$1 modes wider
-    modes=$(python -c "print(','.join(f'untied_e{e:g}_h{h:g}' for e in {'adamw': (10, 30, 100), 'muon': (3, 10, 30)}['$1']
-                                      for h in (1, 3, 10)))")
+w160() {  # claim 18's runs, the zero head's arm: ablate.py's config and flags at full length
+    echo config/ladder_w160.py --head_init=zero --optimizer=adamw --warmup_iters=100 --ends_decay=coupled --tuned_lens=
+}
+
+sweep() {  # OPTIMIZER or w160: around untied's best (experiment 6, AdamW: table x30, head x3; Muon: x10, x3;
+    # experiment 7 at w160: x100, x10)
+    local out=out-exp8-sweep-$1 modes wider command
+    modes=$(python -c "print(','.join(f'untied_e{e:g}_h{h:g}' for e in {'adamw': (10, 30, 100), 'muon': (3, 10, 30),
+                                      'w160': (30, 100, 300)}['$1'] for h in {'w160': (3, 10, 30)}.get('$1', (1, 3, 10))))")
+    if [ "$1" = w160 ]; then command="$(w160) $(python $tables flags half) --warmup_iters=50"; else
+        command="config/ablate_bpe_rates.py $(flags "$1")"; fi
     [ -f "$out/summary.json" ] && modes=$(python $tables widen "$out" "$modes")
     for _ in 1 2 3 4; do
-        python ablate.py config/ablate_bpe_rates.py $(flags "$1") --modes="$modes" --out_dir="$out"
+        python ablate.py $command --modes="$modes" --out_dir="$out"
         wider=$(python $tables widen "$out")
         [ "$wider" = "$modes" ] && return
         modes=$wider
@@ -56,8 +69,14 @@ confirmation() {  # OPTIMIZER: the config of experiment 6's five-seed confirmati
 stage=${1:-}
 optimizer=${2:-}
 case "$stage:$optimizer" in
-sweep:adamw | sweep:muon)
+sweep:adamw | sweep:muon | sweep:w160)
     sweep "$optimizer" ;;
+select:w160)
+    python $tables best out-exp8-sweep-w160 > /dev/null
+    python ablate.py $(w160) --modes="$(best 2 out-exp8-sweep-w160)" --seeds=3 --out_dir=out-exp8-select-w160 ;;
+fresh:w160)
+    python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seed=1342 --seeds=5 \
+        --out_dir=out-exp8-fresh-w160 ;;
 select:adamw | select:muon)
     python $tables best "out-exp8-sweep-$optimizer" > /dev/null  # refuses a best on the grid's edge
     python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 2 "out-exp8-sweep-$optimizer")" \
@@ -72,6 +91,6 @@ all:)
         for stage in sweep select fresh; do bash "$0" $stage $optimizer; done
     done ;;
 *)
-    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon, or: bash config/experiment8.sh all" >&2
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, or: bash config/experiment8.sh all" >&2
     exit 2 ;;
 esac
