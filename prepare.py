@@ -43,7 +43,7 @@ from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remov
 from lib.command_line import UserError, parse_config, run_cli
 from lib.corpus import is_corpus, prepare_corpus
 from lib.memory import format_bytes, memory_shortfall, out_of_memory_reason
-from lib.prepared_data import compact_ids, gpt2_encoding
+from lib.prepared_data import compact_ids, gpt2_encoding, largest
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -318,11 +318,6 @@ def resolve_names(config):
         raise UserError(f"--dataset={dataset} is always tokenized with {BUILTIN_TOKENIZERS[dataset]}; "
                         f"use --dataset=NAME for a {tokenizer} version")
     return dataset, tokenizer
-
-
-def largest(ids):
-    """A split's largest token id, which meta.json records so that train.py need not read the split to check it."""
-    return int(ids.max()) if len(ids) else -1
 
 
 def write_dataset(data_dir, ids, meta):

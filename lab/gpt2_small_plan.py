@@ -59,9 +59,8 @@ def plan(gpus=None, tokens_per_s=H100_TOKENS_S, corpus_tokens=OPENWEBTEXT_TOKENS
 
 
 def main(argv):
-    from lib.command_line import parse_config
+    from lib.command_line import UserError, parse_config
     args = parse_config(dict(gpus=-1, tokens_per_s=float(H100_TOKENS_S), corpus_tokens=OPENWEBTEXT_TOKENS), argv)
-    from lib.command_line import UserError
     if args['gpus'] < -1:  # -1: this machine's count; 0 plans this machine's share as none
         raise UserError(f"--gpus must be -1 (this machine's GPUs) or a count of GPUs, 0 or more, got {args['gpus']}")
     for key in ('tokens_per_s', 'corpus_tokens'):  # a divisor, or hours that cannot be negative

@@ -20,7 +20,7 @@ import numpy as np
 
 from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
 from lib.command_line import UserError
-from lib.prepared_data import gpt2_encoding
+from lib.prepared_data import gpt2_encoding, largest
 from lib.progress import on_terminal
 
 VAL_EVERY = 200   # document k (from 0) goes to val where k % VAL_EVERY == VAL_EVERY - 1
@@ -62,7 +62,7 @@ def documents(files, digest):
                         text = None
                     if not isinstance(text, str):
                         raise UserError(f"{path}:{number} is not a JSON object whose \"text\" is a string (one "
-                                        f"document a line: {{\"text\": \"...\"}})") from None
+                                        f"document a line: {{\"text\": \"...\"}})")
                     yield len(line), text
 
 
@@ -121,7 +121,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
                 for k, (f, ids) in enumerate(zip((train_file, val_file), parts)):
                     ids.tofile(f)
                     counts[k] += len(ids)
-                    top[k] = max(top[k], int(ids.max()) if len(ids) else -1)
+                    top[k] = max(top[k], largest(ids))
                 bar.update(read[0] - bar.n)
                 bar.set_postfix(tokens_s=f"{sum(counts) / max(time.monotonic() - started, 1e-9):,.0f}", refresh=False)
             for chunk in chunks(documents(files, digest), read):

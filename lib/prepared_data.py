@@ -177,6 +177,12 @@ def _gpt2_codec(encoding, bpe_ids):
     return encode, decode
 
 
+def largest(ids):
+    """A split's (or a part's) largest token id, -1 for none: what meta.json records, prepare.py's and a corpus's alike,
+    so that train.py need not read the split to check its ids against the vocabulary."""
+    return int(ids.max()) if len(ids) else -1
+
+
 def compact_ids(ids):
     """GPT-2 ids -> (ids renumbered 0..k-1 in increasing GPT-2 order, the k GPT-2 ids kept, in that order)."""
     kept = np.unique(ids)

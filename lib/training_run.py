@@ -33,8 +33,8 @@ from lib.run_files import BEST_FILE, load_checkpoint, read_metrics
 from model import HEAD_INITS, MODEL_KEYS, TIE_MODES, GPTConfig
 
 SWITCH = ('auto', 'true', 'false')
-CHOICES = dict(tie_mode=TIE_MODES, head_init=HEAD_INITS, gelu_approx=('none', 'tanh'), compile=SWITCH, optimizer=OPTIMIZERS,
-               muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY, pad_vocab=SWITCH)
+CHOICES = dict(tie_mode=TIE_MODES, head_init=HEAD_INITS, gelu_approx=('none', 'tanh'), compile=SWITCH,
+               optimizer=OPTIMIZERS, muon_qkv=MUON_QKV, ends_decay=ENDS_DECAY, pad_vocab=SWITCH)
 
 
 def parse_settings(argv, defaults, extra_choices=None):
