@@ -12,7 +12,8 @@ from conftest import tiny_train_args, train_with_ddp
 # Muon in the tied run (each rank takes the same Newton-Schulz step on the all-reduced gradients); AdamW in the
 # untie and pit runs.
 RUNS = dict(
-    tied_muon=dict(max_iters=8, eval_interval=4, gradient_accumulation_steps=2, optimizer='muon'),
+    # lr_decay_iters=8 is max_iters' schedule, written out so that the resume test's 4 + 4 steps follow it too
+    tied_muon=dict(max_iters=8, eval_interval=4, gradient_accumulation_steps=2, optimizer='muon', lr_decay_iters=8),
     untie=dict(max_iters=8, eval_interval=4, untie_at=0.5, gradient_accumulation_steps=2),
     pit=dict(max_iters=6, eval_interval=3, tie_mode='pit', gradient_accumulation_steps=2, input_grad_scale=2.0),
 )
@@ -27,14 +28,26 @@ def ddp(tiny_data, tmp_path):
     return train_run
 
 
+@pytest.fixture(scope='module')
+def tied_muon(tiny_data, tmp_path_factory):
+    """RUNS['tied_muon'] by a torchrun of its own, with each rank's record (conftest.train_with_ddp): (out_dir, the
+    ranks' state_dicts, their records). Shared by the two tests below, which an xdist_group keeps in one worker: the
+    resume test's uninterrupted run is this one."""
+    folder = tmp_path_factory.mktemp('tied_muon')
+    states, records = train_with_ddp(folder, tiny_train_args(tiny_data, str(folder / 'out'), **RUNS['tied_muon']),
+                                     record=True)
+    return folder / 'out', states, records
+
+
 def assert_ranks_identical(rank0, rank1):
     for name in rank0:
         assert torch.equal(rank0[name], rank1[name]), name
 
 
 @pytest.mark.slow
-def test_ddp_two_cpu_processes_end_identical_and_tied(ddp):
-    out_dir, rank0, rank1 = ddp('tied_muon')
+@pytest.mark.xdist_group('ddp_tied_muon')
+def test_ddp_two_cpu_processes_end_identical_and_tied(tied_muon):
+    out_dir, (rank0, rank1), _ = tied_muon
     assert_ranks_identical(rank0, rank1)
     assert rank0['lm_head.weight'].data_ptr() == rank0['token_embedding_table.weight'].data_ptr()
     ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=True)  # written by rank 0 alone
@@ -66,18 +79,19 @@ def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
 
 
 @pytest.mark.slow
-def test_a_ddp_run_stopped_at_a_checkpoint_resumes_exactly_on_every_rank(tiny_data, tmp_path):
-    """Two ranks, float32: 8 steps in one go, against 4 steps, a checkpoint, and a resume for the other 4. The
-    checkpoint holds rank 0's batch generator; rank 1 must go on with its own windows (train.replay_order), not
-    rank 0's, or the effective batch halves in silence and the weights part from the uninterrupted run's. Each rank's
-    throughput counts its own tokens, half of every iteration's, so tokens/s and MFU are one GPU's."""
+@pytest.mark.xdist_group('ddp_tied_muon')
+def test_a_ddp_run_stopped_at_a_checkpoint_resumes_exactly_on_every_rank(tied_muon, tiny_data, tmp_path):
+    """Two ranks, float32, Muon: 8 steps in one go (the tied_muon run), against 4 steps, a checkpoint, and a resume
+    for the other 4. The checkpoint holds rank 0's batch generator; rank 1 must go on with its own windows
+    (Run.replay_order), not rank 0's, or the effective batch halves in silence and the weights part from the
+    uninterrupted run's. Each rank's throughput counts its own tokens, half of every iteration's, so tokens/s and MFU
+    are one GPU's."""
     from conftest import TINY_TRAIN
-    settings = dict(eval_interval=4, lr_decay_iters=8, gradient_accumulation_steps=2)  # one schedule for all three
-    whole, resumed = tmp_path / 'whole', tmp_path / 'resumed'
-    for folder in (whole, resumed, tmp_path / 'first'):
+    settings = {key: value for key, value in RUNS['tied_muon'].items() if key != 'max_iters'}
+    _, ranks, records = tied_muon
+    resumed = tmp_path / 'resumed'
+    for folder in (resumed, tmp_path / 'first'):
         folder.mkdir()
-    (ranks, records) = train_with_ddp(whole, tiny_train_args(tiny_data, str(whole / 'out'), max_iters=8,
-                                                             **settings), record=True)
     train_with_ddp(tmp_path / 'first', tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=4, **settings))
     (again, again_records) = train_with_ddp(resumed, tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=8,
                                                                      init_from='resume', **settings), record=True)
