@@ -84,6 +84,8 @@ def main(argv):
     if config["compact_vocab"] and tokenizer != "gpt2":
         raise UserError(f"--compact_vocab=true keeps the GPT-2 token ids a text uses; it needs --tokenizer=gpt2, "
                         f"and dataset {dataset} is tokenized with {tokenizer}")
+    if not config["out_dir"]:
+        raise UserError("--out_dir must name a folder (default: data)")
     data_dir = os.path.join(config["out_dir"], dataset)
     cores = os.cpu_count() or 1
     if not 0 <= config["workers"] <= cores:  # tokenizing is CPU-bound: a process a core is the most that helps
@@ -95,7 +97,11 @@ def main(argv):
                             f"streams by; use --tokenizer=gpt2 and no --compact_vocab (a character vocabulary or a "
                             f"compact one needs the whole corpus first)")
         started = time.time()
-        meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
+        try:
+            meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
+        except OSError as e:  # a file unreadable or vanished, a full disk: the old dataset stays (lib/corpus.py)
+            raise UserError(f"cannot read or write{f' {e.filename}' if e.filename else ''}: {e.strerror or e}") \
+                from None
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
         print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
         print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
@@ -183,7 +189,7 @@ def check_text_fits(path):
     if short:
         raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
                         f"the whole text and its token ids in memory at once; use a smaller file or a machine with "
-                        f"more memory")
+                        f"more memory, or put it in a folder and give that: --input=DIR/ streams it (GPT-2 BPE)")
 
 
 def _decode_legacy(data):
@@ -322,8 +328,7 @@ def resolve_names(config):
 
 def write_dataset(data_dir, ids, meta):
     """Write the bins, then meta.json: a folder with meta.json always has complete, matching bins."""
-    make_folder(os.path.dirname(data_dir) or '.', '--out_dir')  # made if missing; a file in the way is one line
-    os.makedirs(data_dir, exist_ok=True)
+    make_folder(data_dir, '--out_dir', shown=data_dir)  # made if missing; a file in the way is one line
     meta_path = os.path.join(data_dir, "meta.json")
     for name in ("train.bin", "val.bin", "meta.json"):  # partial files of a run that was killed
         remove_stale_temps(os.path.join(data_dir, name))

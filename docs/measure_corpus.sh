@@ -1,39 +1,69 @@
 #!/usr/bin/env bash
-# prepare.py on a corpus larger than memory (lib/corpus.py): synthetic corpora of about 0.2 GB and 1 GB (jsonl files
-# of tiny shakespeare's paragraphs in a seeded order), tokenized with one worker and with two; the wall time and the
-# peak memory of the largest process (GNU time's maximum resident set size) of each. Run on a quiet machine:
+# prepare.py on a corpus larger than memory (lib/corpus.py): one synthetic .txt file of about 0.1 GB and one of 1 GB
+# (tiny shakespeare's paragraphs in a seeded order, a blank line between), each tokenized with one worker and with
+# two; the wall time and the peak memory of the whole process tree (the resident sets of prepare.py and its workers,
+# summed, sampled every 50 ms). A large .txt streams in documents cut at blank lines, so memory stays flat and one
+# file feeds every worker. Run on a quiet machine:
 #   bash docs/measure_corpus.sh [TEXT] [OUT]   # TEXT: a UTF-8 file to draw paragraphs from (default tiny shakespeare)
+#   SIZES="5 20" bash docs/measure_corpus.sh      # other sizes (MB), a quick try
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEXT=${1:-data/_sources/tinyshakespeare.txt}
 OUT=${2:-out-measure-corpus}
 mkdir -p "$OUT"
-make_corpus() {  # MB FOLDER: about MB megabytes of jsonl, 64 MB a file
+make_text() {  # MB FILE: about MB megabytes of text in one file
     python - "$TEXT" "$1" "$2" <<'PY'
-import json, os, random, sys
-text, mb, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-paragraphs = [p for p in open(text, encoding='utf-8').read().split('\n\n') if p.strip()]
-rng, written, k = random.Random(0), 0, 0
-os.makedirs(folder, exist_ok=True)
-while written < mb * 2 ** 20:
-    with open(os.path.join(folder, f'part{k:04d}.jsonl'), 'w', encoding='utf-8') as f:
-        size = 0
-        while size < 64 * 2 ** 20 and written + size < mb * 2 ** 20:
-            doc = json.dumps({'text': '\n\n'.join(rng.choices(paragraphs, k=rng.randint(5, 40)))}) + '\n'
-            f.write(doc)
-            size += len(doc.encode('utf-8'))
-    written, k = written + size, k + 1
+import os, random, sys
+text, mb, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+paragraphs = [p.strip('\n') for p in open(text, encoding='utf-8').read().split('\n\n') if p.strip()]
+rng, written = random.Random(0), 0
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path + '.tmp', 'w', encoding='utf-8') as f:
+    while written < mb * 2 ** 20:
+        block = '\n\n'.join(rng.choices(paragraphs, k=1000)) + '\n\n'
+        f.write(block)
+        written += len(block.encode('utf-8'))
+os.replace(path + '.tmp', path)
 PY
 }
-echo "# $(grep -m1 -E 'cpu family' /proc/cpuinfo | tr -s ' \t' ' '), $(nproc) cores, $(date -u +%F)" | tee "$OUT/times.txt"
-for mb in 200 1000; do
-    [ -d "$OUT/corpus-$mb" ] || make_corpus $mb "$OUT/corpus-$mb"
+peak_tree() {  # COMMAND...: runs it; prints its wall seconds and the peak summed RSS (KiB) of it and its descendants
+    python - "$@" <<'PY'
+import os, subprocess, sys, time
+def tree_rss(root):
+    parents, rss = {}, {}
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                parents[int(pid)] = int(f.read().rsplit(')', 1)[1].split()[1])
+            with open(f'/proc/{pid}/status') as f:
+                rss[int(pid)] = next((int(l.split()[1]) for l in f if l.startswith('VmRSS:')), 0)
+        except (OSError, ValueError, IndexError):
+            continue
+    inside = {root}
+    for _ in range(8):  # prepare.py, its pool's workers, and whatever those start
+        inside |= {pid for pid, parent in parents.items() if parent in inside}
+    return sum(rss.get(pid, 0) for pid in inside)
+started = time.monotonic()
+child = subprocess.Popen(sys.argv[1:], stdout=sys.stderr)
+peak = 0
+while child.poll() is None:
+    peak = max(peak, tree_rss(child.pid))
+    time.sleep(0.05)
+print(f'{time.monotonic() - started:.1f} {peak}')
+sys.exit(child.returncode)
+PY
+}
+echo "# $(grep -m1 -E 'cpu family' /proc/cpuinfo | tr -s ' \t' ' '), $(grep -q avx512_bf16 /proc/cpuinfo && echo avx512_bf16 \
+    || echo no avx512_bf16), $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD)" | tee "$OUT/times.txt"
+for mb in ${SIZES:-100 1000}; do  # SIZES: megabytes, for a quick try
+    [ -f "$OUT/text-$mb/book.txt" ] || make_text $mb "$OUT/text-$mb/book.txt"
     for workers in 1 2; do
         rm -rf "$OUT/data-$mb-$workers"
-        /usr/bin/time -f "%e %M" -o "$OUT/time.tmp" python prepare.py --input="$OUT/corpus-$mb" --dataset=c \
-            --out_dir="$OUT/data-$mb-$workers" --workers=$workers --progress=false > "$OUT/prepare-$mb-$workers.log"
-        read -r wall kb < "$OUT/time.tmp"
-        printf '%5s MB, %s worker(s): %7.1f s, peak %6.0f MB, %s\n' $mb $workers "$wall" "$(echo "$kb / 1024" | bc -l)" \
-            "$(grep '^train:' "$OUT/prepare-$mb-$workers.log")" | tee -a "$OUT/times.txt"
+        measured=$(peak_tree python prepare.py --input="$OUT/text-$mb" --dataset=c \
+            --out_dir="$OUT/data-$mb-$workers" --workers=$workers --progress=false 2> "$OUT/prepare-$mb-$workers.log")
+        read -r wall kb <<< "$measured"
+        printf '%5s MB in one .txt, %s worker(s): %7.1f s, peak of the process tree %6.0f MB, %s\n' $mb $workers \
+            "$wall" "$(echo "$kb / 1024" | bc -l)" "$(grep '^train:' "$OUT/prepare-$mb-$workers.log")" \
+            | tee -a "$OUT/times.txt"
     done
 done

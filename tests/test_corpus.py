@@ -68,6 +68,35 @@ def test_one_worker_and_two_write_the_same_bins(folder, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(one, two))
 
 
+def test_one_large_text_file_is_cut_at_blank_lines_feeds_val_and_does_not_depend_on_the_read_size(tmp_path,
+                                                                                                  monkeypatch):
+    """The sizes shrunk 300-fold: a document runs to the first blank line after 200 bytes, at most 1,000 bytes
+    (then to its last line end, else its last whole character); the documents, joined, are the file."""
+    monkeypatch.setattr(corpus, 'DOCUMENT_BYTES', 200)
+    monkeypatch.setattr(corpus, 'LONGEST_DOCUMENT', 1000)
+    paragraphs = [sentence(k) + ('\nand a second line' if k % 3 else '') for k in range(3000)]
+    text = '\n\n'.join(paragraphs[:1200]) + '\r\n\r\n' + '\n\n'.join(paragraphs[1200:]) + '\n' + 'é' * 700 + \
+        '\n'.join(['ü' * 30] * 40) + '\n\n' + sentence(0)  # 1,400 bytes without a newline, then 40 lines, no blank
+    (tmp_path / 'c').mkdir()
+    (tmp_path / 'c' / 'book.txt').write_text(text, encoding='utf-8')
+    sizes, bins = [], []
+    for read_bytes in (64, 1 << 20):
+        monkeypatch.setattr(corpus, 'READ_BYTES', read_bytes)
+        bins.append(prepared(tmp_path / 'c', tmp_path / f'out{read_bytes}', workers=2)[0])
+    assert all(np.array_equal(a, b) for a, b in zip(*bins))  # where a document ends is the text's, not the read's
+    encoding = gpt2_encoding()
+    train, val = (split_documents(ids, encoding.eot_token) for ids in bins[0])
+    docs = [train.pop(0) if k % 200 != 199 else val.pop(0) for k in range(len(train) + len(val))]
+    texts = [encoding.decode(doc) for doc in docs]
+    assert ''.join(texts) == text and len(docs) >= 400 and not train and not val  # two documents in val, at least
+    assert all(doc == encoding.encode_ordinary(t) for doc, t in zip(docs, texts))
+    for t, after in zip(texts, texts[1:]):
+        reach = (t + after).encode('utf-8')[200:1000]  # a document that ends elsewhere than a blank line had none
+        assert 200 <= len(t.encode('utf-8')) <= 1000
+        assert t.endswith(('\n\n', '\r\n\r\n')) or not (b'\n\n' in reach or b'\n\r\n' in reach)
+    assert any(t.endswith('é') for t in texts) and any(t.endswith('ü\n') for t in texts)  # the two fallbacks
+
+
 def test_a_kill_midway_leaves_no_prepared_folder_and_the_same_command_finishes_the_job(folder, tmp_path, monkeypatch):
     real = corpus.encode_chunk
     calls = []
@@ -118,12 +147,43 @@ BAD_CORPORA = {
     'a_folder_under_the_character_datasets_name': ({f'd{k}.txt': sentence(k) for k in range(300)},
                                                    ['--dataset=shakespeare_char'],
                                                    r'--dataset=shakespeare_char is always tokenized with char'),
+    'a_byte_order_mark': ({'x.jsonl': '\ufeff{"text": "a"}\n'}, [], r'x\.jsonl:1 starts with a byte-order mark'),
+    'utf16_txt': ({'a.txt': 'hello'.encode('utf-16')}, [], r'a\.txt is not UTF-8 text \(bad byte at offset 0\)'),
+    'txt_cut_inside_a_character': ({'a.txt': 'caf\u00e9'.encode('utf-8')[:-1]}, [], r'a\.txt .*at offset 3\)'),
+    'a_lone_surrogate': ({'x.jsonl': '{"text": "ok"}\n{"text": "a \\ud800 b"}\n'}, [],
+                         r'x\.jsonl:2 has a lone surrogate \(\\ud800\) at character 2'),
+    'text_an_object': ({'x.jsonl': '{"text": {"a": 1}}\n'}, [], r'x\.jsonl:1 is not a JSON object whose "text"'),
+    'a_json_string_line': ({'x.jsonl': '"just text"\n'}, [], r'x\.jsonl:1 is not a JSON object'),
+    'no_text_key': ({'x.jsonl': '{"body": "x"}\n'}, [], r'x\.jsonl:1 is not a JSON object whose "text"'),
+    'trailing_garbage': ({'x.jsonl': '{"text": "a"} x\n'}, [], r'x\.jsonl:1 is not a JSON object'),
+    'an_empty_jsonl': ({'x.jsonl': ''}, [], r'gives 0 training and 0 validation tokens.*at least 200 documents'),
+    'only_blank_lines': ({'x.jsonl': '\n \n\t\n'}, [], r'at least 200 documents'),
+    'a_line_too_long': ({'x.jsonl': '{"text": "a"}\n{"text": "' + 'a' * 100 + '"}\n'}, [],
+                        r'x\.jsonl:2 is longer than 64 bytes; a \.jsonl line is one document', {'LONGEST_LINE': 64}),
+    'only_subfolders': ({'sub/a.txt': 'x'}, [], r'holds no \.txt or \.jsonl file; its 1 folder\(s\) are not read'),
+    'a_pattern_of_folders': ({'sub/a.txt': 'x'}, ['--input={corpus}/*'], r'its 1 folder\(s\) are not read'),
+    'a_pattern_matching_nothing': ({'a.txt': 'x'}, ['--input={corpus}/*.md'], r'holds no \.txt or \.jsonl file$'),
+    'a_folder_that_is_not_there': ({'a.txt': 'x'}, ['--input={corpus}/nope/'], r'--input file not found'),
+    'a_character_tokenizer': ({'a.txt': 'x'}, ['--tokenizer=char'], r'use --tokenizer=gpt2 and no --compact_vocab'),
+    'a_compact_vocabulary': ({'a.txt': 'x'}, ['--compact_vocab=true'], r'use --tokenizer=gpt2 and no --compact_vocab'),
+    'a_default_corpus_source': ({'a.txt': 'x'}, ['--source=registry'], r'--source chooses the default corpus'),
+    'a_dataset_that_is_a_path': ({'a.txt': 'x'}, ['--dataset=../x'], r"--dataset='\.\./x' must be a plain folder"),
+    'an_empty_out_dir': ({'a.txt': 'x'}, ['--out_dir='], r'--out_dir must name a folder'),
+    'a_dataset_folder_that_is_a_file': ({'a.txt': 'x'}, ['--out_dir={corpus}', '--dataset=a.txt'],
+                                        r'cannot write --out_dir=.*a\.txt: .*a\.txt is a file, not a folder'),
+    'workers_not_a_number': ({'a.txt': 'x'}, ['--workers=abc'], r"--workers expects an integer, got 'abc'"),
+    'workers_a_fraction': ({'a.txt': 'x'}, ['--workers=1.5'], r"--workers expects an integer, got '1\.5'"),
+    'progress_not_a_boolean': ({'a.txt': 'x'}, ['--progress=maybe'], r'--progress expects a boolean'),
+    'an_unknown_tokenizer': ({'a.txt': 'x'}, ['--tokenizer=gpt3'], r"--tokenizer='gpt3' is not allowed; choose one"),
+    'a_misspelt_option': ({'a.txt': 'x'}, ['--worker=2'], r'unknown key --worker; did you mean --workers\?'),
 }
 
 
 @pytest.mark.parametrize('case', BAD_CORPORA)
-def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was(case, tmp_path):
-    files, flags, message = BAD_CORPORA[case]
+def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was(case, tmp_path, monkeypatch):
+    files, flags, message, *shrunk = BAD_CORPORA[case]
+    for name, value in (shrunk[0] if shrunk else {}).items():
+        monkeypatch.setattr(corpus, name, value)
     dataset = 'shakespeare_char' if '--dataset=shakespeare_char' in flags else 'c'
     out = tmp_path / 'out'
     before = tmp_path / 'before.txt'
@@ -131,11 +191,11 @@ def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was
     prepare.main([f'--input={before}', f'--out_dir={out}', f'--dataset={dataset}'])  # the dataset a typo must keep
     held = {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))}
     folder = tmp_path / 'corpus'
-    folder.mkdir()
     for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode('utf-8'))
-    with pytest.raises(UserError, match=message):
-        prepare.main([f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', '--workers=1', *flags]
-                     if not any(flag.startswith('--workers') for flag in flags) else
-                     [f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', *flags])
+    with pytest.raises(UserError, match=message):  # the later of two same options wins, as on the command line
+        prepare.main([f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', '--workers=1',
+                      *(flag.format(corpus=folder) for flag in flags)])
     assert {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))} == held
+    assert len(BAD_CORPORA) >= 30
