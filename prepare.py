@@ -102,6 +102,10 @@ def main(argv):
         except OSError as e:  # a file unreadable or vanished, a full disk: the old dataset stays (lib/corpus.py)
             raise UserError(f"cannot read or write{f' {e.filename}' if e.filename else ''}: {e.strerror or e}") \
                 from None
+        except MemoryError as e:
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing --input={config['input']}: each "
+                            f"worker holds a few documents and their token ids; use fewer --workers, or cut the "
+                            f"corpus's longest documents") from None
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
         print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
         print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")

@@ -12,6 +12,7 @@ import prepare
 from lib import corpus
 from lib.command_line import UserError
 from lib.prepared_data import gpt2_encoding, load_meta
+from tests.conftest import assert_one_line_error, run_in_process
 
 pytestmark = pytest.mark.usefixtures('gpt2_files')  # tiktoken's GPT-2 files, never downloaded (conftest.py)
 
@@ -199,3 +200,28 @@ def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was
                       *(flag.format(corpus=folder) for flag in flags)])
     assert {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))} == held
     assert len(BAD_CORPORA) >= 30
+
+
+FAULTS = {  # raised where the bins are written, halfway through the corpus: what the user then reads
+    'out_of_memory': (MemoryError(), 'out of memory (an allocation failed) preparing --input='),
+    'a_full_disk': (OSError(28, 'No space left on device', 'c/train.bin.tmp'), 'No space left on device'),
+}
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_a_fault_midway_is_one_line_and_leaves_the_prepared_dataset_as_it_was(fault, folder, tmp_path, monkeypatch):
+    error, fragment = FAULTS[fault]
+    out = tmp_path / 'out'
+    prepared(folder, out, workers=1)
+    held = {name: (out / 'c' / name).read_bytes() for name in sorted(os.listdir(out / 'c'))}
+    calls = []
+
+    def failing(ids):
+        calls.append(1)
+        if len(calls) == 3:
+            raise error
+        return int(ids.max()) if len(ids) else -1
+    monkeypatch.setattr(corpus, 'largest', failing)
+    assert_one_line_error(run_in_process('prepare.py', f'--input={folder}', f'--out_dir={out}', '--dataset=c',
+                                         '--workers=1'), fragment)
+    assert {name: (out / 'c' / name).read_bytes() for name in sorted(os.listdir(out / 'c'))} == held
