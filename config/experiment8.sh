@@ -19,6 +19,8 @@
 #   bash config/experiment8.sh sweep w160        # half length (100 steps, warmup 50), one seed, widened as above
 #   bash config/experiment8.sh select w160       # the two best cells, three seeds (1337-1339), as experiment 7's
 #   bash config/experiment8.sh fresh w160        # the better on seeds 1342-1346, paired with experiment 7's rfresh runs
+#   bash config/experiment8.sh check w160        # untied's best with the normal head (untied_e100_h10) on seed 1342
+#                                                # again: experiment 7 trained it in float32, this machine may use bf16
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -77,6 +79,9 @@ select:w160)
 fresh:w160)
     python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seed=1342 --seeds=5 \
         --out_dir=out-exp8-fresh-w160 ;;
+check:w160)
+    python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
+        --out_dir=out-exp8-check-w160 ;;
 select:adamw | select:muon)
     python $tables best "out-exp8-sweep-$optimizer" > /dev/null  # refuses a best on the grid's edge
     python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 2 "out-exp8-sweep-$optimizer")" \
@@ -91,6 +96,7 @@ all:)
         for stage in sweep select fresh; do bash "$0" $stage $optimizer; done
     done ;;
 *)
-    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, or: bash config/experiment8.sh all" >&2
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check w160, or:" \
+        "bash config/experiment8.sh all" >&2
     exit 2 ;;
 esac

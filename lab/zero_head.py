@@ -1,8 +1,9 @@
-"""Experiment 8's paired table (config/experiment8.sh): the zero head's pick on the five seeds of experiment 6's
-confirmation, against tied at its best and untied (its head drawn N(0, sigma^2)) at its best, seed by seed, beside
-the floor that counting reaches on the same text; and whether this machine reproduces the runs it is paired with.
+"""Experiment 8's paired tables (config/experiment8.sh): the zero head's pick on the five seeds of the committed runs
+it is paired with (experiment 6's confirmation for adamw and muon, experiment 7's remedy stages for w160), against
+tied at its best and untied (its head drawn N(0, sigma^2)) at its best, seed by seed, beside the floor that counting
+reaches on the same text; and whether this machine reproduces a run it is paired with.
 
-    python lab/zero_head.py      # from the out-exp8 folders where the runs are, else their copies under docs/results/
+    python lab/zero_head.py [adamw|muon|w160 ...]   # from the out-exp8 folders where the runs are, else docs/results/
 """
 
 import json
@@ -15,9 +16,24 @@ sys.path.insert(0, ROOT)
 from lab.ablation_report import fmt_interval, paired_interval  # noqa: E402
 from lab.experiment7_tables import RESULTS, summary_path  # noqa: E402
 
-# The committed five-seed confirmation each optimizer's zero head is paired with: (summary, untied's best, tied's best)
-PAIRED_WITH = {'adamw': ('experiment6-confirm-adamw', 'untied_e30_h3', 'tied_e10'),
-               'muon': ('experiment6-confirm-muon-split', 'untied_e10_h3', 'tied_e10')}
+# What each setting's zero head is paired with: the committed five-seed runs of its arms (summary, mode, label), tied's
+# first, and the run its check stage trains again here (summary, mode) on their first seed
+NORMAL = 'untied, head N(0, σ²), at its best'
+PAIRED_WITH = {
+    'adamw': dict(arms=[('experiment6-confirm-adamw', 'tied_e10', 'tied at its best'),
+                        ('experiment6-confirm-adamw', 'untied_e30_h3', NORMAL)],
+                  check=('experiment6-confirm-adamw', 'tied_e10')),
+    'muon': dict(arms=[('experiment6-confirm-muon-split', 'tied_e10', 'tied at its best'),
+                       ('experiment6-confirm-muon-split', 'untied_e10_h3', NORMAL)],
+                 check=('experiment6-confirm-muon-split', 'tied_e10')),
+    # claim 18's w160 under AdamW: experiment 7's remedy stages, fresh seeds 1342-1346, the √d rows with --emb_scale
+    'w160': dict(arms=[('experiment7-rfresh-adamw-w160-coupled', 'tied_e30', 'tied at its best'),
+                       ('experiment7-rfresh-adamw-w160-coupled-emb_scale', 'proj_e10', '`proj` with √d at its best'),
+                       ('experiment7-rfresh-adamw-w160-coupled-untied', 'untied_e100_h10', NORMAL),
+                       ('experiment7-rfresh-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10',
+                        'untied, head N(0, σ²), with √d, at its best')],
+                 check=('experiment7-rfresh-adamw-w160-coupled-untied', 'untied_e100_h10')),
+}
 KEY = 'val_loss_all'  # the whole validation split after the last step
 REPRODUCED = 0.005    # nats: a committed run trained again here within this counts as the same run
 
@@ -29,29 +45,32 @@ def load(path):
         return json.load(f)
 
 
-def paired_table(optimizer):
-    """The lines of one optimizer's table: a row per arm, its mean and its difference from the zero head."""
-    name, untied, tied = PAIRED_WITH[optimizer]
-    base = load(os.path.join(RESULTS, name, 'summary.json'))
-    fresh = load(summary_path(f'out-exp8-fresh-{optimizer}'))
-    if fresh['seeds'] != base['seeds']:
-        raise SystemExit(f"the zero head's seeds {fresh['seeds']} are not {name}'s {base['seeds']}: nothing to pair")
+def paired_table(setting):
+    """The lines of one setting's table: a row per arm, its mean and its difference from the zero head."""
+    arms, (check_name, check_mode) = PAIRED_WITH[setting]['arms'], PAIRED_WITH[setting]['check']
+    summaries = {name: load(os.path.join(RESULTS, name, 'summary.json')) for name, _, _ in arms}
+    fresh = load(summary_path(f'out-exp8-fresh-{setting}'))
+    for name, summary in summaries.items():
+        if fresh['seeds'] != summary['seeds']:
+            raise SystemExit(f"the zero head's seeds {fresh['seeds']} are not {name}'s {summary['seeds']}: nothing "
+                             f"to pair")
     (pick, cells), = fresh['modes'].items()
     zero = cells[KEY]['per_seed']
-    check = load(summary_path(f'out-exp8-check-{optimizer}'))
-    again, committed = check['modes'][tied][KEY]['per_seed'][0], base['modes'][tied][KEY]['per_seed'][0]
-    lines = [f"{optimizer}: the zero head at its pick `{pick}`, seeds {', '.join(map(str, fresh['seeds']))}, paired "
-             f"with {name}; the floor, a bigram model counted on the whole training split: "
-             f"{base['floor']['bigram_whole']:.3f}",
+    check = load(summary_path(f'out-exp8-check-{setting}'))
+    again = check['modes'][check_mode][KEY]['per_seed'][0]
+    committed = summaries[check_name]['modes'][check_mode][KEY]['per_seed'][0]
+    lines = [f"{setting}: the zero head at its pick `{pick}`, seeds {', '.join(map(str, fresh['seeds']))}, paired "
+             f"with {', '.join(summaries)}; the floor, a bigram model counted on the whole training split: "
+             f"{summaries[check_name]['floor']['bigram_whole']:.3f}",
              '', '| arm | val loss, whole split | minus the zero head, paired, 95 % |', '|---|---:|---:|',
              f"| untied, zero head (`{pick}`) | {sum(zero) / len(zero):.3f} | |"]
-    for label, mode in ((f"tied at its best (`{tied}`)", tied), (f"untied, head N(0, σ²), at its best (`{untied}`)",
-                                                                 untied)):
-        values = base['modes'][mode][KEY]['per_seed']
-        lines.append(f"| {label} | {sum(values) / len(values):.3f} | {fmt_interval(*paired_interval(values, zero))} |")
+    for name, mode, label in arms:
+        values = summaries[name]['modes'][mode][KEY]['per_seed']
+        lines.append(f"| {label} (`{mode}`) | {sum(values) / len(values):.3f} | "
+                     f"{fmt_interval(*paired_interval(values, zero))} |")
     verdict = 'reproduced' if abs(again - committed) <= REPRODUCED else 'NOT reproduced: the pairing does not hold'
-    lines += ['', f"{tied}, seed {base['seeds'][0]}, trained again here: {again:.4f} against the committed {committed:.4f}"
-                  f" ({again - committed:+.4f}): {verdict}"]
+    lines += ['', f"{check_mode}, seed {fresh['seeds'][0]}, trained again here: {again:.4f} against the committed "
+                  f"{committed:.4f} ({again - committed:+.4f}): {verdict}"]
     return lines
 
 
