@@ -21,6 +21,8 @@
 #   bash config/experiment8.sh fresh w160        # the better on seeds 1342-1346, paired with experiment 7's rfresh runs
 #   bash config/experiment8.sh check w160        # untied's best with the normal head (untied_e100_h10) on seed 1342
 #                                                # again: experiment 7 trained it in float32, this machine may use bf16
+#   bash config/experiment8.sh horizon w160      # the pick over one epoch (1,376 steps), seeds 1337-1339, paired with
+#                                                # experiment 7's rhorizon runs: the 200-step cost moved beyond its interval
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -79,6 +81,9 @@ select:w160)
 fresh:w160)
     python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seed=1342 --seeds=5 \
         --out_dir=out-exp8-fresh-w160 ;;
+horizon:w160)
+    python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seeds=3 $(python $tables flags horizon) \
+        --out_dir=out-exp8-horizon-w160 ;;
 check:w160)
     python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
         --out_dir=out-exp8-check-w160 ;;
@@ -96,7 +101,7 @@ all:)
         for stage in sweep select fresh; do bash "$0" $stage $optimizer; done
     done ;;
 *)
-    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check w160, or:" \
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check|horizon w160, or:" \
         "bash config/experiment8.sh all" >&2
     exit 2 ;;
 esac
