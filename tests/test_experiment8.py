@@ -20,21 +20,16 @@ def page():
         return ' '.join(f.read().replace('−', '-').split())
 
 
-def measured(optimizer):
-    return os.path.exists(os.path.join(RESULTS, f'experiment8-fresh-{optimizer}', 'summary.json'))
-
-
-@pytest.mark.parametrize('optimizer', ['adamw', 'muon'])
-def test_the_paired_table_is_the_committed_runs(optimizer, monkeypatch):
-    if not measured(optimizer):
-        assert f'## {optimizer.replace("adamw", "AdamW").replace("muon", "Muon")} Not yet measured' in page()
-        return
+@pytest.mark.parametrize('setting', list(zero_head.PAIRED_WITH))
+def test_the_paired_table_is_the_committed_runs(setting, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)  # the out-exp8 folders, where a machine has them, are read first
-    lines = zero_head.paired_table(optimizer)
+    lines = zero_head.paired_table(setting)
     text = page()
     for line in lines:
         if line.startswith('| ') and not line.startswith('| arm'):
             assert ' '.join(line.replace('−', '-').split()) in text, line
+    if 'check' not in zero_head.PAIRED_WITH[setting]:
+        return
     reproduced = lines[-1]
     assert reproduced.endswith(': reproduced'), reproduced
     again, committed, moved = re.search(r'here: (\S+) against the committed (\S+) \((\S+)\)', reproduced).groups()
@@ -43,7 +38,8 @@ def test_the_paired_table_is_the_committed_runs(optimizer, monkeypatch):
 
 # Each optimizer's sweep best and the cell the page names beside it, and the select stage's two rows, pick first.
 QUOTED_CELLS = {'adamw': ((100.0, 3.0), (300.0, 3.0), '×300 and ×3', ('untied_e100_h3', 'untied_e300_h3')),
-                'muon': ((10.0, 10.0), (10.0, 3.0), '×10 and ×3', ('untied_e10_h3', 'untied_e10_h10'))}
+                'muon': ((10.0, 10.0), (10.0, 3.0), '×10 and ×3', ('untied_e10_h3', 'untied_e10_h10')),
+                'w160': ((1000.0, 10.0), (3000.0, 10.0), '×3000 and ×10', ('untied_e1000_h10', 'untied_e3000_h10'))}
 
 
 @pytest.mark.parametrize('optimizer', QUOTED_CELLS)
@@ -59,7 +55,8 @@ def test_the_sweep_and_select_numbers_are_their_summaries(optimizer):
     assert f"`{pick}` ends at {select[pick]:.3f} and `{other}` at {select[other]:.3f}" in text
 
 
-@pytest.mark.parametrize('optimizer, claim, after', [('adamw', '14', ' (AdamW'), ('muon', '15', ' (BPE')])
+@pytest.mark.parametrize('optimizer, claim, after', [('adamw', '14', ' (AdamW'), ('muon', '15', ' (BPE'),
+                                                     ('w160', '18 (AdamW)', ' (w160')])
 def test_the_findings_rows_quote_the_zero_head_as_the_paired_table_gives_it(optimizer, claim, after, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     row = next(line for line in zero_head.paired_table(optimizer) if line.startswith('| tied at its best'))
