@@ -3,7 +3,7 @@ it is paired with (experiment 6's confirmation for adamw and muon, experiment 7'
 tied at its best and untied (its head drawn N(0, sigma^2)) at its best, seed by seed, beside the floor that counting
 reaches on the same text; and whether this machine reproduces a run it is paired with.
 
-    python lab/zero_head.py [adamw|muon|w160 ...]   # from the out-exp8 folders where the runs are, else docs/results/
+    python lab/zero_head.py [adamw|muon|w160|w160_horizon ...]  # the out-exp8 folders where they are, else docs/results/
 """
 
 import json
@@ -33,6 +33,13 @@ PAIRED_WITH = {
                        ('experiment7-rfresh-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10',
                         'untied, head N(0, σ²), with √d, at its best')],
                  check=('experiment7-rfresh-adamw-w160-coupled-untied', 'untied_e100_h10')),
+    # the same over one epoch, seeds 1337-1339; untied's horizon run is its sqrt(d) form, as experiment 7 picked it
+    'w160_horizon': dict(runs='out-exp8-horizon-w160',
+                         arms=[('experiment7-rhorizon-adamw-w160-coupled', 'tied_e30', 'tied at its best'),
+                               ('experiment7-rhorizon-adamw-w160-coupled-emb_scale', 'proj_e10',
+                                '`proj` with √d at its best'),
+                               ('experiment7-rhorizon-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10',
+                                'untied, head N(0, σ²), with √d, at its best')]),
 }
 KEY = 'val_loss_all'  # the whole validation split after the last step
 REPRODUCED = 0.005    # nats: a committed run trained again here within this counts as the same run
@@ -47,27 +54,29 @@ def load(path):
 
 def paired_table(setting):
     """The lines of one setting's table: a row per arm, its mean and its difference from the zero head."""
-    arms, (check_name, check_mode) = PAIRED_WITH[setting]['arms'], PAIRED_WITH[setting]['check']
+    arms, check_run = PAIRED_WITH[setting]['arms'], PAIRED_WITH[setting].get('check')
     summaries = {name: load(os.path.join(RESULTS, name, 'summary.json')) for name, _, _ in arms}
-    fresh = load(summary_path(f'out-exp8-fresh-{setting}'))
+    fresh = load(summary_path(PAIRED_WITH[setting].get('runs', f'out-exp8-fresh-{setting}')))
     for name, summary in summaries.items():
         if fresh['seeds'] != summary['seeds']:
             raise SystemExit(f"the zero head's seeds {fresh['seeds']} are not {name}'s {summary['seeds']}: nothing "
                              f"to pair")
     (pick, cells), = fresh['modes'].items()
     zero = cells[KEY]['per_seed']
-    check = load(summary_path(f'out-exp8-check-{setting}'))
-    again = check['modes'][check_mode][KEY]['per_seed'][0]
-    committed = summaries[check_name]['modes'][check_mode][KEY]['per_seed'][0]
     lines = [f"{setting}: the zero head at its pick `{pick}`, seeds {', '.join(map(str, fresh['seeds']))}, paired "
              f"with {', '.join(summaries)}; the floor, a bigram model counted on the whole training split: "
-             f"{summaries[check_name]['floor']['bigram_whole']:.3f}",
+             f"{summaries[arms[0][0]]['floor']['bigram_whole']:.3f}",
              '', '| arm | val loss, whole split | minus the zero head, paired, 95 % |', '|---|---:|---:|',
              f"| untied, zero head (`{pick}`) | {sum(zero) / len(zero):.3f} | |"]
     for name, mode, label in arms:
         values = summaries[name]['modes'][mode][KEY]['per_seed']
         lines.append(f"| {label} (`{mode}`) | {sum(values) / len(values):.3f} | "
                      f"{fmt_interval(*paired_interval(values, zero))} |")
+    if check_run is None:
+        return lines
+    check_name, check_mode = check_run
+    again = load(summary_path(f'out-exp8-check-{setting}'))['modes'][check_mode][KEY]['per_seed'][0]
+    committed = summaries[check_name]['modes'][check_mode][KEY]['per_seed'][0]
     verdict = 'reproduced' if abs(again - committed) <= REPRODUCED else 'NOT reproduced: the pairing does not hold'
     lines += ['', f"{check_mode}, seed {fresh['seeds'][0]}, trained again here: {again:.4f} against the committed "
                   f"{committed:.4f} ({again - committed:+.4f}): {verdict}"]
