@@ -26,6 +26,7 @@ ids mean nothing without that list; get_codec() maps through it.
 The other scripts read the result back through lib/prepared_data.py (load_meta, get_codec).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -97,15 +98,9 @@ def main(argv):
                             f"streams by; use --tokenizer=gpt2 and no --compact_vocab (a character vocabulary or a "
                             f"compact one needs the whole corpus first)")
         started = time.time()
-        try:
+        with failures_as_one_line(config, "each worker holds a few documents and their token ids; use fewer "
+                                          "--workers, or cut the corpus's longest documents"):
             meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
-        except OSError as e:  # a file unreadable or vanished, a full disk: the old dataset stays (lib/corpus.py)
-            raise UserError(f"cannot read or write{f' {e.filename}' if e.filename else ''}: {e.strerror or e}") \
-                from None
-        except MemoryError as e:
-            raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing --input={config['input']}: each "
-                            f"worker holds a few documents and their token ids; use fewer --workers, or cut the "
-                            f"corpus's longest documents") from None
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
         print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
         print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
@@ -113,7 +108,8 @@ def main(argv):
     if tokenizer == "gpt2":
         gpt2_encoding()  # fail on missing tiktoken files before any download
     started = time.time()
-    try:
+    with failures_as_one_line(config, "prepare.py holds the whole text and its token ids in memory at once; use a "
+                                      "smaller file or a machine with more memory"):
         if config["input"]:
             text, source_fields = read_text_file(config["input"])
         else:
@@ -134,14 +130,6 @@ def main(argv):
                     train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields,
                     largest_id={"train": largest(ids[:n_train]), "val": largest(ids[n_train:])})
         write_dataset(data_dir, ids, meta)
-    except OSError as e:  # disk full, no permission, out_dir is a file: nothing a traceback would help with
-        where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
-        raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
-    except MemoryError as e:  # the whole text and its ids are held in memory
-        what = f"--input={config['input']}" if config['input'] else "the default corpus"
-        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: prepare.py holds the whole "
-                        f"text and its token ids in memory at once; use a smaller file or a machine with more "
-                        f"memory") from None
 
     compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
     print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
@@ -151,6 +139,20 @@ def main(argv):
 
 # ---------------------------------------------------------------- the helpers main calls: reading, the default
 # corpus and its fallback, tokenizing, the atomic write
+
+@contextlib.contextmanager
+def failures_as_one_line(config, what_is_held):
+    """An OSError (disk full, no permission, a file vanished) or a MemoryError while preparing, as one UserError:
+    nothing a traceback would help with. what_is_held says what the path holds in memory and what to do about it."""
+    try:
+        yield
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
+        raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
+    except MemoryError as e:
+        what = f"--input={config['input']}" if config['input'] else "the default corpus"
+        raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: {what_is_held}") from None
+
 
 def _sha256(data):
     return hashlib.sha256(data).hexdigest()
@@ -332,7 +334,7 @@ def resolve_names(config):
 
 def write_dataset(data_dir, ids, meta):
     """Write the bins, then meta.json: a folder with meta.json always has complete, matching bins."""
-    make_folder(data_dir, '--out_dir', shown=data_dir)  # made if missing; a file in the way is one line
+    make_folder(data_dir, '--out_dir')  # made if missing; a file in the way is one line
     meta_path = os.path.join(data_dir, "meta.json")
     for name in ("train.bin", "val.bin", "meta.json"):  # partial files of a run that was killed
         remove_stale_temps(os.path.join(data_dir, name))

@@ -168,7 +168,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     total = sum(os.path.getsize(p) for p in files)
     n_vocab = gpt2_encoding().n_vocab  # missing tiktoken files: one line now, not one per worker
     workers = workers or os.cpu_count() or 1
-    make_folder(data_dir, '--out_dir', shown=data_dir)  # a file in the way is one line
+    make_folder(data_dir, '--out_dir')  # a file in the way is one line
     for name in ('train.bin', 'val.bin', 'meta.json'):
         remove_stale_temps(os.path.join(data_dir, name))
     meta_path = os.path.join(data_dir, 'meta.json')
