@@ -180,6 +180,11 @@ BAD_CORPORA = {
 }
 
 
+def folder_bytes(folder):
+    """A prepared dataset's files and their bytes: what a rejected prepare.py must leave as it was."""
+    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))}
+
+
 @pytest.mark.parametrize('case', BAD_CORPORA)
 def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was(case, tmp_path, monkeypatch):
     files, flags, message, *shrunk = BAD_CORPORA[case]
@@ -190,7 +195,7 @@ def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was
     before = tmp_path / 'before.txt'
     before.write_text('\n\n'.join(GOOD_TEXT), encoding='utf-8')
     prepare.main([f'--input={before}', f'--out_dir={out}', f'--dataset={dataset}'])  # the dataset a typo must keep
-    held = {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))}
+    held = folder_bytes(out / dataset)
     folder = tmp_path / 'corpus'
     for name, content in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +203,7 @@ def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was
     with pytest.raises(UserError, match=message):  # the later of two same options wins, as on the command line
         prepare.main([f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', '--workers=1',
                       *(flag.format(corpus=folder) for flag in flags)])
-    assert {name: (out / dataset / name).read_bytes() for name in sorted(os.listdir(out / dataset))} == held
+    assert folder_bytes(out / dataset) == held
     assert len(BAD_CORPORA) >= 30
 
 
@@ -213,7 +218,7 @@ def test_a_fault_midway_is_one_line_and_leaves_the_prepared_dataset_as_it_was(fa
     error, fragment = FAULTS[fault]
     out = tmp_path / 'out'
     prepared(folder, out, workers=1)
-    held = {name: (out / 'c' / name).read_bytes() for name in sorted(os.listdir(out / 'c'))}
+    held = folder_bytes(out / 'c')
     calls = []
 
     def failing(ids):
@@ -224,4 +229,4 @@ def test_a_fault_midway_is_one_line_and_leaves_the_prepared_dataset_as_it_was(fa
     monkeypatch.setattr(corpus, 'largest', failing)
     assert_one_line_error(run_in_process('prepare.py', f'--input={folder}', f'--out_dir={out}', '--dataset=c',
                                          '--workers=1'), fragment)
-    assert {name: (out / 'c' / name).read_bytes() for name in sorted(os.listdir(out / 'c'))} == held
+    assert folder_bytes(out / 'c') == held
