@@ -7,6 +7,8 @@
 #   bash config/experiment6.sh sweep       # 39 + 21 half-length cells and 8 base-rate runs
 #   bash config/experiment6.sh edges       # 5 more cells where a best stood on the grid's edge
 #   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 30 of them
+#   bash config/experiment6.sh select OPTIMIZER  # adamw or muon: untied's and tied's picks by the select rule
+#   bash config/experiment6.sh fresh OPTIMIZER   # a pick that moved, on the confirmation's five seeds
 #   bash config/experiment6.sh lens        # experiment 5's AdamW untied and tied again, with the tuned lens
 #   bash config/experiment6.sh controls    # the expert reading's controls: the ends' decay held per step
 #                                          # or off at the best rates, and Muon's confirmation with q, k, v apart
@@ -23,6 +25,11 @@ base_sweep() {  # OPTIMIZER FACTOR...: every rate of the model (AdamW's and Muon
             --muon_lr=$(python -c "print(f'{$muon_lr * $factor:g}')") --out_dir=out-exp6-rates-$1-base$factor
     done
 }
+tables=lab/experiment7_tables.py
+confirmation() {  # OPTIMIZER: the five-seed confirmation's config and flags (Muon's with q, k, v apart, as today's)
+    if [ "$1" = adamw ]; then echo config/ablate_bpe_rates_confirm_adamw.py; else
+        echo config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split; fi
+}
 case "${1:-}" in
 sweep)
     python ablate.py config/ablate_bpe_rates.py --out_dir=out-exp6-rates-adamw
@@ -35,6 +42,14 @@ edges)  # where the sweep's best stood on its edge: the table's rate beyond x100
     python ablate.py config/ablate_bpe_rates.py --modes=untied,untied_e300_h3 --out_dir=out-exp6-rates-adamw-e300
     base_sweep adamw 10  # (AdamW's runs ignore the muon_lr it passes)
     base_sweep muon 10 ;;
+select)  # OPTIMIZER: the select rule (docs/experiments.md) for untied and tied: each one's two best sweep cells and
+    # their neighbours, full length, three seeds (1342-1344, as experiment 8's select), until each pick is confirmed
+    python $tables select "out-exp6-select-$2" "$(python $tables top 2 "out-exp6-rates-$2")" $(confirmation "$2") \
+        --tuned_lens= --seed=1342 --seeds=3 ;;
+fresh)  # OPTIMIZER: each new pick on the confirmation's five seeds (1337-1341), beside the committed arms it pairs with
+    out=out-exp6-confirm-$2$([ "$2" = muon ] && echo -split)
+    rows=$(python $tables untrained "$out" "$(python $tables remedy_picks "out-exp6-select-$2")")
+    [ -z "$rows" ] || python ablate.py $(confirmation "$2") --modes="$rows" --tuned_lens= --out_dir="$out" ;;
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;
@@ -55,6 +70,6 @@ controls)  # a rate is also a decay (docs/experiment6.md, "The controls"): at ea
             --tuned_lens= --ends_decay=$form --out_dir=out-exp6-decay-muon-$form
     done ;;
 *)
-    echo "usage: bash config/experiment6.sh sweep|edges|confirm|lens|controls" >&2
+    echo "usage: bash config/experiment6.sh sweep|edges|confirm|lens|controls, or select|fresh adamw|muon" >&2
     exit 2 ;;
 esac

@@ -13,7 +13,7 @@
 #   bash config/experiment7.sh blocks     # the control's best cell with the blocks at 3e-4 and 3e-3
 #   bash config/experiment7.sh pair       # five seeds of that best tied cell and of untied's best, paired by seed
 #   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
-#   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: top two cells, 3 seeds; the pick, 5 fresh
+#   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: the select rule, 3 seeds; the pick, 5 fresh
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
@@ -26,6 +26,8 @@
 #                                                 # the select stage's rule: is proj with sqrt(d)'s edge sqrt(d)'s?
 #   bash config/experiment7.sh remedy_horizon [coupled|per_step]  # untied's, tied's and the best remedy's fresh pick
 #                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
+#   bash config/experiment7.sh remedy_horizon_lower [coupled|per_step]  # each horizon arm a rung lower on every
+#                                                 # rate, over the same epoch, one seed: its rate at its own length
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
 #                                                 # swept, then five seeds paired with that size's untied and tied
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
@@ -101,6 +103,13 @@ remedy_dirs() {  # STAGE DECAY [MODEL]: MODEL w160 unless given (the depth stage
     echo "$at $at-emb_scale $at-untied"
 }
 
+fresh_rows() {  # OUT_DIR ROWS ABLATE_ARGS...: train those of ROWS that OUT_DIR's committed record lacks
+    local out=$1 rows
+    rows=$(python $tables untrained "$out" "$2")
+    shift 2
+    [ -z "$rows" ] || python ablate.py "$@" --modes="$rows" --out_dir="$out"
+}
+
 untied_form() {  # DECAY: untied's pick on the three choosing seeds, the better of its two forms: 0 without sqrt(d)
     # input scaling (remedy_select's), 1 with it (remedy_untied_sqrt_d's); the horizon trains that form alone
     local at=out-exp7-rselect-adamw-w160-$1 picks
@@ -159,13 +168,13 @@ remedies)  # the input side of the tied matrix given a rate of its own: sqrt(d) 
         --warmup_iters=$warmup --ends_decay=$decay --out_dir=out-exp7-remedies-adamw-w160-emb_scale
     python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${mode}_igs4" --warmup_iters=$warmup \
         --ends_decay=$decay --out_dir=out-exp7-remedies-adamw-w160 ;;
-select)  # the winner's curse: the top two cells at full length, three seeds; the pick reported from five fresh seeds
+select)  # the winner's curse: the select rule (docs/experiments.md) at full length, three seeds; the pick reported
+    # from five fresh seeds
     for size in ${@:-w96 w160}; do
-        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$(top 2 out-exp7-sweep-muon-$size)" \
-            --seeds=3 --out_dir="out-exp7-select-muon-$size"
-        best=$(top 1 "out-exp7-select-muon-$size")
-        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$best" --seed=1342 --seeds=5 \
-            --out_dir="out-exp7-fresh-muon-$size"
+        python $tables select "out-exp7-select-muon-$size" "$(top 2 out-exp7-sweep-muon-$size)" \
+            "config/ladder_$size.py" --optimizer=muon --seeds=3
+        fresh_rows "out-exp7-fresh-muon-$size" "$(top 1 "out-exp7-select-muon-$size")" "config/ladder_$size.py" \
+            --optimizer=muon --seed=1342 --seeds=5
     done ;;
 shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, under AdamW
     sweep w160_shallow adamw
@@ -194,26 +203,16 @@ remedy_select)  # from the remedy sweeps: untied's best, plain tied's and the th
     read -r -a picked <<< "$(remedy_dirs rselect "$decay")"
     read -r -a fresh <<< "$(remedy_dirs rfresh "$decay")"
     mapfile -t top < <(python $tables remedy_top 3 2 "${sweeps[@]}")
-    mapfile -t rows < <(python $tables remedy_widen "${picked[@]}")  # run again, it goes on from every row trained
     for k in 0 1 2; do
-        rows[$k]=$(printf '%s\n' ${top[$k]//,/ } ${rows[$k]//,/ } | awk '!seen[$0]++' | paste -sd, -)
-    done
-    for widening in 0 1 2 3 4; do
-        for k in 0 1 2; do
-            [ -n "${rows[$k]:-}" ] || continue
-            python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 \
-                ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${picked[$k]}"
-        done
-        mapfile -t wider < <(python $tables remedy_widen "${picked[@]}")
-        [ "${wider[*]}" = "${rows[*]}" ] && break
-        [ "$widening" = 4 ] && { echo "a pick still lies at its cells' edge after four widenings" >&2; exit 1; }
-        rows=("${wider[@]}")
+        [ -n "${top[$k]:-}" ] || continue
+        python $tables select "${picked[$k]}" "${top[$k]}" config/ladder_w160.py --optimizer=adamw --seeds=3 \
+            ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay"
     done
     mapfile -t rows < <(python $tables remedy_picks "${picked[@]}")
     for k in 0 1 2; do
         [ -n "${rows[$k]:-}" ] || continue
-        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seed=1342 --seeds=5 \
-            ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay" --out_dir="${fresh[$k]}"
+        fresh_rows "${fresh[$k]}" "${rows[$k]}" config/ladder_w160.py --optimizer=adamw --seed=1342 --seeds=5 \
+            ${remedy_flags[$k]} --warmup_iters=100 --ends_decay="$decay"
     done ;;
 remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(d) input scaling through the select
     # stage's rule on its own (its two best cells of the sqrt(d) sweep on three seeds at full length, widened until its
@@ -224,22 +223,16 @@ remedy_untied_sqrt_d)  # the control the fresh seeds call for: untied with sqrt(
     read -r -a sweeps <<< "$(remedy_dirs rsweep "$decay")"
     picked=out-exp7-rselect-adamw-w160-$decay-emb_scale-untied
     rows=$(python $tables remedy_top 0 2 "${sweeps[1]}" | tr , '\n' | grep '^untied_' | paste -sd, -)
-    for widening in 0 1 2 3 4; do
-        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$rows" --seeds=3 --emb_scale=true \
-            --warmup_iters=100 --ends_decay="$decay" --out_dir="$picked"
-        wider=$(python $tables remedy_widen "$picked")
-        [ "$wider" = "$rows" ] && break
-        [ "$widening" = 4 ] && { echo "its pick still lies at its cells' edge after four widenings" >&2; exit 1; }
-        rows=$wider
-    done
+    python $tables select "$picked" "$rows" config/ladder_w160.py --optimizer=adamw --seeds=3 --emb_scale=true \
+        --warmup_iters=100 --ends_decay="$decay"
     pick=$(python $tables remedy_picks "$picked")
-    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seed=1342 --seeds=5 --emb_scale=true \
-        --warmup_iters=100 --ends_decay="$decay" --out_dir="${picked/rselect/rfresh}"
+    fresh_rows "${picked/rselect/rfresh}" "$pick" config/ladder_w160.py --optimizer=adamw --seed=1342 --seeds=5 \
+        --emb_scale=true --warmup_iters=100 --ends_decay="$decay"
     form=$(untied_form "$decay")
     [ "$form" = 1 ] || exit 0  # not untied's pick: remedy_horizon trains the form without sqrt(d)
-    python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$pick" --seeds=3 --emb_scale=true \
-        $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${picked/rselect/rhorizon}"
-    python lab/experiment7_tables.py curves "${picked/rselect/rhorizon}" ;;
+    fresh_rows "${picked/rselect/rhorizon}" "$pick" config/ladder_w160.py --optimizer=adamw --seeds=3 \
+        --emb_scale=true $(python $tables flags horizon) --ends_decay="$decay"
+    [ ! -f "${picked/rselect/rhorizon}/summary.json" ] || python $tables curves "${picked/rselect/rhorizon}" ;;
 remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each eighth, the warmup an eighth as in
     # Muon's horizon): untied's best, plain tied's and the best remedy of the fresh seeds, three seeds each; untied's
     # here only where its pick is the form without sqrt(d) (after remedy_untied_sqrt_d, which trains the other's)
@@ -250,9 +243,18 @@ remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each e
     [ "$form" = 0 ] || rows[2]=
     for k in 0 1 2; do
         [ -n "${rows[$k]}" ] || continue
-        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${rows[$k]}" --seeds=3 ${remedy_flags[$k]} \
-            $(python $tables flags horizon) --ends_decay="$decay" --out_dir="${fresh[$k]/rfresh/rhorizon}"
-        python lab/experiment7_tables.py curves "${fresh[$k]/rfresh/rhorizon}"
+        fresh_rows "${fresh[$k]/rfresh/rhorizon}" "${rows[$k]}" config/ladder_w160.py --optimizer=adamw --seeds=3 \
+            ${remedy_flags[$k]} $(python $tables flags horizon) --ends_decay="$decay"
+        [ ! -f "${fresh[$k]/rfresh/rhorizon}/summary.json" ] || python $tables curves "${fresh[$k]/rfresh/rhorizon}"
+    done ;;
+remedy_horizon_lower)  # the horizon at its own length: each arm it trained, a rung lower on every rate it tunes, over
+    # the same epoch, seed 1337; a lower rate that wins by more than a seed's spread goes on to three seeds by hand
+    at=out-exp7-rhorizon-adamw-w160-${1:-coupled}
+    for dir in "$at" "$at-emb_scale" "$at-emb_scale-untied" "$at-untied"; do
+        rows=$(python $tables remedy_picks "$dir" 2> /dev/null) || continue  # a horizon this decay did not train
+        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables lower "$rows")" --seeds=1 \
+            $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
+            --ends_decay="${1:-coupled}" --out_dir="$dir-lower"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
     # then its best, and that size's untied and plain tied bests (their committed sweep), on five fresh seeds each
@@ -286,6 +288,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_tables.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac

