@@ -35,7 +35,7 @@ from lib.hf_gpt2 import pretrained_args
 from lib.optimizers import build_optimizer
 from lib.prepared_data import load_meta
 from lib.run_files import load_checkpoint
-from lib.probes import GradSources
+from lib.probes import GradSources, copy_probe
 from lib.training_run import compile_failure, make_model_config
 from lib.device import autocast_context, cpu_has_native_bf16, pick_compile, pick_device, pick_dtype, pick_pad_vocab
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error
@@ -51,7 +51,8 @@ DEFAULTS = dict(train.DEFAULTS,
                 compare_compile='auto',  # with --compare: also the torch.compile rows; auto: where train.py's
                                          # compile=auto would compile (CUDA), since each compiles first: slow on a CPU
                 compare_modes=','.join(TIE_MODES),  # with --compare: the tie modes timed, comma separated
-                grad_probe=False)    # every step as a logged step of train.py: with the grad_in/grad_out probe
+                grad_probe=False)    # every step as a logged step of train.py: the grad_in/grad_out probe and the
+                                     # copy probe
 
 
 def rss_now_and_peak():
@@ -120,7 +121,7 @@ class Setting:
             batches.append((x.to(self.device), y.to(self.device)))
         with self.grad_sources or nullcontext():  # train.py's logged step carries the probe (lib/interventions)
             train.training_step(self.model, self.optimizer, self.scaler, batches, self.ctx, cfg['grad_clip'],
-                                measure_norm=True)
+                                measure_norm=True, probe=copy_probe if self.grad_sources else None)
         self.raw_model.after_optimizer_step()  # pit's retraction, as train.py's instruments run it
         if self.grad_sources:
             self.grad_sources.norms()
@@ -212,7 +213,7 @@ def run_bench(cfg):
 
     def label(row_cfg):
         compiled = 'compile' if pick_compile(row_cfg['compile'], device) else 'eager'
-        probe = ' + grad probe' if row_cfg['grad_probe'] else ''
+        probe = ' + probes' if row_cfg['grad_probe'] else ''
         muon = ' + muon' if row_cfg['optimizer'] == 'muon' else ''
         padded = ' + padded vocab' if pick_pad_vocab(row_cfg['pad_vocab'], device) > 1 else ''
         return f"{row_cfg['tie_mode']}{muon}{probe}{padded} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
@@ -243,7 +244,7 @@ def run_bench(cfg):
         others = (
             # the other optimizer: Muon for the blocks' matrices (its Newton-Schulz iterations), or AdamW alone
             dict(cfg, optimizer='adamw' if cfg['optimizer'] == 'muon' else 'muon'),
-            # train.py's logged step: the same step with the probe of where the shared gradient comes from
+            # train.py's logged step: the same step with the probes (where the shared gradient comes from; the copy)
             dict(cfg, grad_probe=not cfg['grad_probe']),
             # the head's matmul padded to a multiple of 64 rows, or not: this row's timings chose --pad_vocab's defaults
             dict(cfg, pad_vocab='false' if pick_pad_vocab(cfg['pad_vocab'], device) > 1 else 'true'))

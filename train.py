@@ -30,7 +30,7 @@ from lib.prepared_data import load_splits
 from lib.probes import copy_probe, copying_share
 from lib.progress import start_line, training_progress
 from lib.throughput import Throughput
-from lib.training_run import Run, parse_settings
+from lib.training_run import Run, parse_settings, resume_settings
 from model import GPT, MODEL_KEYS
 
 # ---------------------------------------------------------------- settings
@@ -124,22 +124,24 @@ def get_lr(it, cfg):
 
 # ---------------------------------------------------------------- data and evaluation
 
-def get_batch(tokens, batch_size, block_size, generator):
-    """Random windows of the token sequence: inputs x (B, T), the next-token targets y (B, T), the window starts."""
-    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)  # (B,)
-    offsets = starts[:, None] + torch.arange(block_size + 1)                               # (B, T+1)
+def get_batch(tokens, batch_size, block_size, generator, rank=0, world_size=1):
+    """Random windows of the token sequence: inputs x (B, T), the next-token targets y (B, T), every rank's starts.
+    Each DDP rank draws all ranks' starts from one stream and keeps its own B: a step's windows are one set however
+    many processes share it."""
+    starts = torch.randint(len(tokens) - block_size, (world_size * batch_size,), generator=generator)  # (W*B,)
+    offsets = starts[rank * batch_size:(rank + 1) * batch_size, None] + torch.arange(block_size + 1)  # (B, T+1)
     window = tokens[offsets]                      # (B, T+1): an int64 tensor, or a memory-mapped split's gather
     return window[:, :-1], window[:, 1:], starts
 
 
-def next_batches(tokens, cfg, accum_steps, generator, device, fingerprint):
-    """The micro-batches [(x, y), ...] of one optimizer step on device, and the data fingerprint
-    (a CRC of every window start drawn so far, so a resume can be shown to continue the same order)."""
+def next_batches(tokens, cfg, accum_steps, generator, proc, fingerprint):
+    """This process's micro-batches [(x, y), ...] of one optimizer step on its device, and the data fingerprint
+    (a CRC of every rank's window starts drawn so far, so a resume can be shown to continue the same order)."""
     batches = []
     for _ in range(accum_steps):
-        x, y, starts = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
+        x, y, starts = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator, proc.rank, proc.world_size)
         fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
-        batches.append((x.to(device, non_blocking=True), y.to(device, non_blocking=True)))
+        batches.append((x.to(proc.device, non_blocking=True), y.to(proc.device, non_blocking=True)))
     return batches, fingerprint
 
 
@@ -219,11 +221,13 @@ def checkpoint(raw_model, optimizer, scaler, batch_order, cfg, meta, iter_num, b
         head_untied=raw_model.config.tie_mode != 'untied' and not raw_model.is_tied,  # --untie_at has split it
         optimizer=optimizer.state_dict(),           # AdamW's moments (and Muon's momentum) of every group
         scaler=scaler.state_dict(),                 # float16's loss scale and its growth count ({} otherwise)
-        config=dict(cfg),                           # the settings: a resume checks its own against them
+        config=dict(cfg),                           # the settings: a resume takes those its command line leaves out
         iter_num=iter_num,
         best_val_loss=best_val_loss,
-        rng={'torch': torch.get_rng_state(), 'data': batch_order.get_state(),  # dropout's and rank 0's batches'
-             'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        # every rank's: all are seeded and draw alike (get_batch shares one stream out), each on its own device
+        rng={'torch': torch.get_rng_state(), 'data': batch_order.get_state(),
+             'cuda': torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
+        world_size=torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1,
         data_fingerprint=fingerprint,               # a CRC of every window drawn: the resumed order is the same
     )
 
@@ -237,8 +241,8 @@ def restore(ckpt, raw_model, optimizer, scaler, batch_order):
         scaler.load_state_dict(ckpt['scaler'])
     torch.set_rng_state(ckpt['rng']['torch'].cpu())
     batch_order.set_state(ckpt['rng']['data'].cpu())
-    if torch.cuda.is_available() and ckpt['rng']['cuda']:
-        torch.cuda.set_rng_state_all([state.cpu() for state in ckpt['rng']['cuda']])
+    if torch.cuda.is_available() and ckpt['rng']['cuda'] is not None:  # into this rank's own device
+        torch.cuda.set_rng_state(ckpt['rng']['cuda'].cpu())
     return ckpt['iter_num'], ckpt['best_val_loss'], ckpt['data_fingerprint']
 
 
@@ -248,7 +252,7 @@ def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to advance instead
     of drawing one (ablate.py shares one bar across runs). Returns a summary dict: iterations, final and best
     losses, tokens/s, wall time, and the trained model."""
-    cfg = cfg.copy()  # parse_train_args's Settings also know which keys the user gave: a resume takes those
+    cfg, ckpt = resume_settings(cfg, DEFAULTS)  # a resume: the checkpoint's settings, bar those the user gave
     with process_group(cfg) as proc:  # the device, its dtype and compile settings; under torchrun, this rank
         device, master = proc.device, proc.master
         # mixed precision: the forward pass under bfloat16 (or float16) autocast where the device has it, the
@@ -258,7 +262,7 @@ def train(cfg, progress=None):
 
         # data, and every check that reads before anything is written: a mistake leaves out_dir as it was
         splits, meta = load_splits(cfg)
-        run = Run(cfg, DEFAULTS, meta, proc)
+        run = Run(cfg, DEFAULTS, meta, proc, ckpt)
 
         # the model and its optimizer: from the seed (or GPT-2's weights), or exactly as a checkpoint left them
         torch.manual_seed(cfg['seed'])
@@ -269,16 +273,14 @@ def train(cfg, progress=None):
                 raw_model.untie()
             optimizer = build_optimizer(raw_model, cfg, device.split(':')[0])
         # The training batches have a generator of their own: every tie mode sees the same data order for a
-        # seed, whatever its initialisation drew from the global one. Ranks draw different batches.
-        batch_order = torch.Generator().manual_seed(cfg['seed'] + proc.rank)
+        # seed, whatever its initialisation drew from the global one. Every rank draws it alike (get_batch).
+        batch_order = torch.Generator().manual_seed(cfg['seed'])
         scaler = torch.amp.GradScaler(device.split(':')[0], enabled=(proc.dtype == 'float16'))
         accum_steps = cfg['gradient_accumulation_steps'] // proc.world_size
         iter_num, best_val_loss, fingerprint = 0, float('inf'), 0
         if run.ckpt is not None:  # --init_from=resume; a checkpoint that does not fit is one line
             with run.restoring():
                 iter_num, best_val_loss, fingerprint = restore(run.ckpt, raw_model, optimizer, scaler, batch_order)
-            if proc.rank:  # not rank 0, whose data order the checkpoint holds: this rank's own, drawn again
-                fingerprint = run.replay_order(splits['train'], accum_steps, batch_order, iter_num)
         run.checkpoint = partial(checkpoint, raw_model, optimizer, scaler, batch_order, cfg, meta)  # what Run saves
         model = wrap(raw_model, proc)
         instruments = Instruments(raw_model, optimizer, scaler, cfg)
@@ -318,7 +320,7 @@ def train(cfg, progress=None):
                     model = wrap(raw_model, proc)
 
                 # one optimizer step over the micro-batches of gradient accumulation
-                batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, batch_order, device, fingerprint)
+                batches, fingerprint = next_batches(splits['train'], cfg, accum_steps, batch_order, proc, fingerprint)
                 logging_now = iter_num % cfg['log_interval'] == 0
                 with instruments.watching(logging_now or iter_num % cfg['eval_interval'] == 0):
                     # The loss reaches the host free on a CPU, at a wait on a GPU, so it is checked there only when

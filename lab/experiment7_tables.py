@@ -17,8 +17,6 @@ rather than typed.
     python lab/experiment7_tables.py lower ROWS      # each row's neighbours one rung below on every rate it tunes
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
-    python lab/experiment7_tables.py remedy_widen OUT_DIR...  # those rows, and the next rung beyond any pick
-                                                     # that lies at their edge, a line a dir
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
     python lab/experiment7_tables.py curves OUT_DIR  # a horizon stage's evaluations, OUT_DIR/curves.csv
 
@@ -412,21 +410,6 @@ def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
                      f"summary.md")
 
 
-def remedy_widen(out_dirs):
-    """The select stage widened, a line of rows for each of its out dirs: the rows it trained, then for each family
-    the cells its pick lacks (beyond_the_pick); the same rows again once every pick is confirmed."""
-    lines = []
-    for out_dir in out_dirs:
-        if not os.path.exists(summary_path(out_dir)):
-            lines.append('')
-            continue
-        rows, untied, tied, others = sweep_cells(out_dir, committed=True)
-        lines.append(','.join(dict.fromkeys(rows + [row_name(name, key) for name, (cells, best)
-                                                   in best_cells(untied, tied, others).items()
-                                                   for key in beyond_the_pick(cells, best)])))
-    return lines
-
-
 def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     """The select stage's rows, a line for each sweep in out_dirs: untied's best cells (over every sweep that has
     untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
@@ -486,8 +469,6 @@ def main(argv):
                        for key in neighbour_keys(best, steps=(-1,))))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
-    elif command == 'remedy_widen':  # OUT_DIR...: the select stage's rows and the cells beyond each pick, a line a dir
-        print(*remedy_widen(argv[1:]), sep='\n')
     elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir
         print(*remedy_top(len(REMEDY_FAMILIES) + 2, argv[1:], 1, sweeps=False), sep='\n')
     elif command == 'remedy_best':  # OUT_DIR...: of the fresh seeds, untied's best, plain tied's, the best remedy

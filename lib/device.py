@@ -108,8 +108,9 @@ def pick_pad_vocab(pad_vocab, device):
 
 
 class Process:
-    """Where this process trains: its device, its dtype and compile settings, and, under torchrun, its DDP rank."""
-    ddp, rank, local_rank, world_size = False, 0, 0, 1
+    """Where this process trains: its device, its dtype and compile settings, and, under torchrun, its DDP rank and
+    a gloo group beside the training's (on the CPU: agreeing on a stop waits for no GPU)."""
+    ddp, rank, local_rank, world_size, cpu_group = False, 0, 0, 1, None
 
     @property
     def master(self):  # rank 0 alone evaluates, logs and writes the run's files
@@ -133,6 +134,8 @@ def process_group(cfg):
                 torch.cuda.set_device(proc.device)
             init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
             stack.callback(destroy_process_group)
+            from torch.distributed import new_group
+            proc.cpu_group = new_group(backend='gloo')
         else:
             proc.device = pick_device(cfg['device'])
         proc.dtype = pick_dtype(cfg['dtype'], proc.device)
@@ -147,23 +150,45 @@ def process_group(cfg):
         yield proc
 
 
+class StopRequest:
+    """Whether Ctrl-C asked the run to stop: true from the iteration that asks on. Under torchrun every rank asks
+    each time (one all-reduce of a flag) and all get the same answer, so every rank stops at one iteration, wherever
+    the signal landed, and none leaves rank 0 waiting in an all-reduce of gradients."""
+
+    def __init__(self, proc):
+        self.group, self.signalled, self.agreed = proc.cpu_group, False, False
+
+    def __bool__(self):
+        if self.group is None or self.agreed:
+            return self.agreed or self.signalled
+        import torch.distributed as dist
+        flag = torch.tensor([int(self.signalled)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        self.agreed = bool(flag.item())
+        return self.agreed
+
+
 @contextmanager
 def ctrl_c_saves(proc, run):
-    """Ctrl-C sets the flag this yields: the loop finishes its iteration, saves, then stops. A second
-    Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp
-    file until it is complete. Only the main thread may set a handler; elsewhere (or where SIGINT is
-    ignored, as under nohup) Ctrl-C keeps its usual meaning and the last checkpoint is what remains."""
-    interrupted = []
-    def on_sigint(signum, frame):
-        interrupted.append(True)
-        signal.signal(signal.SIGINT, previous_handler)
-        # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr.
-        os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
-    handle = (proc.master and threading.current_thread() is threading.main_thread()
+    """Ctrl-C sets the StopRequest this yields: the loop finishes its iteration, saves, then stops. A second
+    Ctrl-C stops at once, which still loses nothing saved: a checkpoint being written is only a temp file until it
+    is complete. Under torchrun every rank handles it, and SIGTERM too, which torchrun sends its ranks after a
+    Ctrl-C. Only the main thread may set a handler; elsewhere (or where SIGINT is ignored, as under nohup) Ctrl-C
+    keeps its usual meaning and the last checkpoint is what remains."""
+    stop = StopRequest(proc)
+    signals = (signal.SIGINT, signal.SIGTERM) if proc.ddp else (signal.SIGINT,)
+
+    def on_signal(signum, frame):
+        stop.signalled = True
+        # a second Ctrl-C stops at once; torchrun's SIGTERM stays a request to stop, so that rank 0 gets to save
+        signal.signal(signal.SIGINT, previous[signal.SIGINT])
+        if proc.master:  # os.write, not print: the handler may run in the middle of tqdm writing to sys.stderr
+            os.write(2, b"\nCtrl-C: finishing this iteration, then saving a checkpoint; Ctrl-C again stops at once\n")
+    handle = (threading.current_thread() is threading.main_thread()
               and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
-    previous_handler = signal.signal(signal.SIGINT, on_sigint) if handle else None
+    previous = {number: signal.signal(number, on_signal) for number in signals} if handle else {}
     try:
-        yield interrupted
+        yield stop
     except KeyboardInterrupt as e:
         if e.args:  # the loop's own "interrupted at iteration ..." after its save
             raise
@@ -171,6 +196,5 @@ def ctrl_c_saves(proc, run):
             raise KeyboardInterrupt(f"rank {proc.rank} stopped; rank 0 writes the checkpoints") from None
         raise KeyboardInterrupt(f"stopped at once; {run.kept()}") from None  # a second Ctrl-C, or no handler
     finally:
-        if handle:
-            signal.signal(signal.SIGINT, previous_handler)
-
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from lib.command_line import UserError
+from lib.command_line import UserError, given_keys
 from model import GPT, GPTConfig
 
 # The four OpenAI GPT-2 sizes on the Hugging Face hub, as (n_layer, n_head, n_embd). All four have
@@ -184,26 +184,25 @@ def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
 # Keys a pretrained start fixes: a value given for one must be the pretrained one. The init keys
 # only shape a fresh initialisation, which a pretrained start replaces, so any value is a mistake.
 FIXED_BY_PRETRAINED = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx')
-INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups')
+INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init')  # an untied head starts as the table
 
 
 def start_from_pretrained(cfg, defaults, meta):
     """train.py --init_from=gpt2|...|PATH: the pretrained GPT, with cfg's model keys set to its shape.
 
-    A key counts as given when it differs from train.py's default (as for --init_from=resume). The
-    user may choose tie_mode (tied, or untied: the head starts as a copy of the embedding; left at
+    A key the user gave counts, even at its default (as for --init_from=resume). The user may choose tie_mode (tied, or untied: the head starts as a copy of the embedding; left at
     its default it follows the weights, tied for every OpenAI GPT-2), dropout, and block_size up to
     the pretrained context: a shorter one keeps the first block_size rows of the position table
     (NanoGPT's habit), so the model costs less and attends over what the training windows hold.
     Everything is checked before any weights are read."""
-    name = cfg['init_from']
+    name, given = cfg['init_from'], given_keys(cfg, defaults)
     pretrained = pretrained_args(name)
     for key in FIXED_BY_PRETRAINED:
-        if cfg[key] != defaults[key] and cfg[key] != pretrained[key]:
+        if key in given and cfg[key] != pretrained[key]:
             raise UserError(f"--{key}={cfg[key]} cannot change the pretrained {name}, which has {key}="
                             f"{pretrained[key]}; drop --{key}, or train from scratch")
     for key in INIT_ONLY:
-        if cfg[key] != defaults[key]:
+        if key in given:
             raise UserError(f"--{key} shapes a fresh initialisation, which --init_from={name} replaces with "
                             f"pretrained weights; drop --{key}")
     if cfg['block_size'] > pretrained['block_size']:
@@ -221,7 +220,7 @@ def start_from_pretrained(cfg, defaults, meta):
         kind = {'gpt2': 'GPT-2 BPE', 'char': 'character'}.get(reads['tokenizer'], reads['tokenizer'])
         raise UserError(f"--init_from={name} reads {kind} token ids, but dataset {cfg['dataset']} "
                         f"has other ones ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}); {how}")
-    tie_mode = None if cfg['tie_mode'] == defaults['tie_mode'] else cfg['tie_mode']
+    tie_mode = cfg['tie_mode'] if 'tie_mode' in given else None
     model = from_pretrained(name, tie_mode=tie_mode, dropout=cfg['dropout'], block_size=cfg['block_size'])
     cfg.update({key: getattr(model.config, key) for key in cfg if hasattr(model.config, key)})
     return model

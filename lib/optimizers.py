@@ -39,8 +39,7 @@ MUON_LR_ADJUSTMENT = 'match_rms_adamw'
 LR_KEYS = ('embed_lr', 'head_lr', 'muon_lr')
 MUON_QKV = ('split', 'fused')
 ENDS_DECAY = ('coupled', 'per_step', 'none')
-# A resume goes on with the rates and schedule it stopped with: each of these keys left out takes the checkpoint's
-# value; one given with another value is taken from there on, and said (a lower rate after a spike is a resume's job).
+# The rates and schedule a resume goes on with: a checkpoint from before any of these keys cannot say its run's.
 RESUMED_KEYS = ('learning_rate', 'min_lr', 'warmup_iters', 'lr_decay_iters', 'decay_lr', 'grad_clip', 'untie_at',
                 'embed_lr', 'head_lr', 'muon_lr')
 # These live in the optimizers' state, which a resume loads over whatever the command line says (torch's
@@ -77,37 +76,14 @@ def check_head_lr(cfg):
                         f"token table one matrix, and one matrix has one rate: use --embed_lr for it")
 
 
-def check_same_optimizer(ckpt, cfg, path):
-    """A resume continues with the optimizer its checkpoint holds the state of; another one is a one-line error
-    (also when it is only the default: --optimizer=adamw left out of a Muon run's resume command), and so is a
-    state or a config that an older version saved otherwise."""
+def check_same_optimizer(ckpt, path):
+    """A checkpoint whose optimizer state or settings an older version saved otherwise is a one-line error (which
+    optimizer, rates and decays a resume goes on with: lib/training_run.resume_settings)."""
     if not all('role' in group for group in ckpt['optimizer'].get('adamw', ckpt['optimizer'])['param_groups']):
         raise older_version(path, "holds AdamW's state in groups without roles")
-    saved_cfg = ckpt['config']
-    if lacks := [f'config.{key}' for key in ('optimizer', *RESUMED_KEYS, *KEPT_BY_THE_STATE) if key not in saved_cfg]:
+    if lacks := [f'config.{key}' for key in ('optimizer', *RESUMED_KEYS, *KEPT_BY_THE_STATE)
+                 if key not in ckpt['config']]:
         raise older_version(path, f"lacks {', '.join(lacks)}")
-    saved = saved_cfg['optimizer']
-    if cfg['optimizer'] != saved:
-        raise UserError(f"--optimizer={cfg['optimizer']} disagrees with the checkpoint {path}, which holds the "
-                        f"state of {saved}; resume with --optimizer={saved} or start a new --out_dir")
-
-
-def resume_rates(saved_cfg, cfg, given, path):
-    """A resume goes on with the rates, the schedule, the decay and the untie it was started with: a key the user
-    did not give (lib/command_line.given_keys) takes the checkpoint's value, so `--init_from=resume` alone changes
-    nothing. A RESUMED_KEYS key given another value, its default included, is taken and said; a KEPT_BY_THE_STATE
-    key given another value is a one-line error. Returns the lines to say."""
-    changed = []
-    for key in RESUMED_KEYS + KEPT_BY_THE_STATE:
-        saved = saved_cfg[key]
-        if key not in given or cfg[key] == saved:
-            cfg[key] = saved
-        elif key in KEPT_BY_THE_STATE:
-            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}, "
-                            f"which its optimizer state keeps; drop the option or start a new --out_dir")
-        else:
-            changed.append(f"resume: --{key}={cfg[key]} from here on (the checkpoint was made with {key}={saved})")
-    return changed
 
 
 # ---------------------------------------------------------------- Muon on a CPU

@@ -24,7 +24,7 @@ def load_checkpoint(path, device):
         raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
                         f"or point --out_dir at the run to resume")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location=device, weights_only=True, mmap=True)  # file-backed, not copied
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
     except Exception as e:
         # A truncated or corrupted file fails in many ways inside the unzipper or the unpickler;
@@ -42,6 +42,8 @@ def load_checkpoint(path, device):
 def check_current(ckpt, path):
     """A checkpoint (ckpt.pt or best.pt) in an older version's form is one line, whichever script reads it."""
     ckpt['model_args'].setdefault('head_init', 'normal')  # every head before the key was drawn N(0, sigma^2)
+    if isinstance(cuda := ckpt.get('rng', {}).get('cuda'), list):  # every visible device's: rank 0's (its first) is
+        ckpt['rng']['cuda'] = cuda[0] if cuda else None            # every rank's own (train.checkpoint)
     if lacks := [f'model_args.{key}' for key in MODEL_KEYS if key not in ckpt['model_args']]:
         raise older_version(path, f"lacks {', '.join(lacks)}")
     if old_names := [name for name in ckpt['model'] if name.startswith('pit_')]:

@@ -7,7 +7,7 @@ Run              one run's files and every check that reads before the first wri
                  Then its checkpoints (train.py's checkpoint(), written whole or not at all), best.pt, metrics.csv,
                  the one line for a resume that does not fit, and the guards that turn Ctrl-C, running out of
                  memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
-replay_order     a DDP rank's own data order on a resume, drawn again from its seed (the checkpoint holds rank 0's).
+resume_settings  a resume's settings: the checkpoint's, bar those its command line gives.
 
 A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
 the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
@@ -18,7 +18,6 @@ import csv
 import io
 import math
 import os
-import zlib
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
@@ -26,8 +25,8 @@ from lib.command_line import UserError, check_seed, given_keys, parse_config
 from lib.hf_gpt2 import start_from_pretrained
 from lib.device import ctrl_c_saves
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
-from lib.optimizers import (ENDS_DECAY, MUON_QKV, OPTIMIZERS, check_head_lr, check_optimizer_args,
-                            check_same_optimizer, resume_rates)
+from lib.optimizers import (ENDS_DECAY, KEPT_BY_THE_STATE, MUON_QKV, OPTIMIZERS, check_head_lr,
+                            check_optimizer_args, check_same_optimizer)
 from lib.prepared_data import where_held
 from lib.run_files import BEST_FILE, load_checkpoint, read_metrics
 from model import HEAD_INITS, MODEL_KEYS, TIE_MODES, GPTConfig
@@ -90,33 +89,64 @@ def compile_failure(e):
     return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
 
 
-def check_resume_compatible(ckpt, cfg, given, path):
-    """Model keys the user gave must agree with the checkpoint; the others take its values."""
-    for key in MODEL_KEYS:
-        saved = ckpt['model_args'][key]
-        if key in given and cfg[key] != saved:
-            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved}; "
-                            f"drop the option or start a new --out_dir")
-        cfg[key] = saved
+# The two keys of the line that Ctrl-C prints to resume: every other one is the checkpoint's unless given.
+LOCAL_KEYS = ('init_from', 'out_dir')
+# What the checkpoint's weights, optimizer state and data order were made with: a resume cannot change them.
+FIXED_KEYS = {**{key: "its weights' shape" for key in MODEL_KEYS}, 'dataset': 'its data', 'seed': 'its draws',
+              **{key: 'its optimizer state' for key in ('optimizer', *KEPT_BY_THE_STATE)}}
 
 
-def check_same_vocabulary(saved, meta, path, data_dir):
-    """A checkpoint's token ids mean something only under the tokenizer (and, for characters,
-    the character list) it was trained with; resuming on other data must not reinterpret them."""
+def resume_settings(cfg, defaults):
+    """A resume continues the run it resumes, by one rule: every setting not given on its command line is the
+    checkpoint's (so `--init_from=resume --out_dir=X`, the line Ctrl-C prints, trains on exactly as the run would
+    have), bar LOCAL_KEYS; a given one that differs is said in a `resume:` line, or refused in one where the
+    checkpoint holds it (FIXED_KEYS). Runs before anything else of train(): the device and dtype come from it too.
+    Returns (the settings, the checkpoint on the CPU, or None when not resuming)."""
+    cfg = cfg.copy()
+    if cfg['init_from'] != 'resume':
+        return cfg, None
+    path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    ckpt = load_checkpoint(path, 'cpu')
+    check_same_optimizer(ckpt, path)
+    given, saved = given_keys(cfg, defaults), dict(ckpt['config'], **ckpt['model_args'])
+    for key in defaults:
+        if key in LOCAL_KEYS or key not in saved:  # not saved: a key newer than the checkpoint, at its default
+            continue
+        if key not in given or cfg[key] == saved[key]:
+            cfg[key] = saved[key]
+        elif key in FIXED_KEYS:
+            raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved[key]}, "
+                            f"which {FIXED_KEYS[key]} keeps; resume with --{key}={saved[key]} or without the option, "
+                            f"or start a new --out_dir")
+        elif os.environ.get('RANK', '0') == '0':
+            print(f"resume: --{key}={cfg[key]} from here on (the checkpoint was made with {key}={saved[key]})")
+    return cfg, ckpt
+
+
+DATA_IDENTITY = ('source_sha256', 'source_bytes', 'train_tokens', 'val_tokens')  # meta.json's record of the text
+
+
+def check_same_data(saved, meta, path, data_dir):
+    """A resume trains on the data it was trained on: the same token ids, which mean something only under the
+    tokenizer (and, for characters, the character list) they were made with, and the same text (meta.json's hash and
+    sizes, where the checkpoint's meta has them)."""
     # bpe_ids: two compact GPT-2 vocabularies of one size may still number different tokens.
-    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars'), saved.get('bpe_ids')) == \
+    if (saved.get('tokenizer'), saved.get('vocab_size'), saved.get('chars'), saved.get('bpe_ids')) != \
             (meta.get('tokenizer'), meta.get('vocab_size'), meta.get('chars'), meta.get('bpe_ids')):
-        return
-    detail = ''
-    if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
-        only_saved = [c for c in saved['chars'] if c not in meta['chars']]
-        only_data = [c for c in meta['chars'] if c not in saved['chars']]
-        detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
-                  f"only in the data: {''.join(only_data)[:20]!r}")
-    raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
-                    f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
-                    f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume with "
-                    f"--dataset={saved.get('dataset')} or train this data from scratch in a new --out_dir")
+        detail = ''
+        if saved.get('tokenizer') == meta.get('tokenizer') == 'char':
+            only_saved = [c for c in saved['chars'] if c not in meta['chars']]
+            only_data = [c for c in meta['chars'] if c not in saved['chars']]
+            detail = (f"; characters only in the checkpoint: {''.join(only_saved)[:20]!r}, "
+                      f"only in the data: {''.join(only_data)[:20]!r}")
+        raise UserError(f"checkpoint {path} was trained on dataset {saved.get('dataset')!r} "
+                        f"({saved.get('tokenizer')}, vocab {saved.get('vocab_size')}) but {data_dir} has another "
+                        f"vocabulary ({meta.get('tokenizer')}, vocab {meta.get('vocab_size')}){detail}; resume on "
+                        f"the data it was trained on, or train this data from scratch in a new --out_dir")
+    if changed := [key for key in DATA_IDENTITY if key in saved and saved[key] != meta.get(key)]:
+        raise UserError(f"checkpoint {path} was trained on another text than {data_dir} now holds ({changed[0]} "
+                        f"{saved[changed[0]]} then, {meta.get(changed[0])} now): it was prepared again; resume on "
+                        f"the data it was trained on, or train this data from scratch in a new --out_dir")
 
 
 def check_untie_at(cfg):
@@ -169,24 +199,19 @@ class Run:
     takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master
     process writes."""
 
-    def __init__(self, cfg, defaults, meta, proc):
+    def __init__(self, cfg, defaults, meta, proc, ckpt=None):
         self.cfg, self.meta, self.proc, self.writes = cfg, meta, proc, proc.master
         self.ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
         self.best_path = os.path.join(cfg['out_dir'], BEST_FILE)
         self.metrics_path = os.path.join(cfg['out_dir'], 'metrics.csv')
         self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
         self._file = self._writer = None  # metrics.csv, opened at the first row logged
-        self.ckpt = self.pretrained = None
-        if cfg['init_from'] == 'resume':
-            self.ckpt = load_checkpoint(self.ckpt_path, proc.device)
-            given = given_keys(cfg, defaults)  # a key typed equal to its default is given, and taken
-            check_resume_compatible(self.ckpt, cfg, given, self.ckpt_path)
-            check_same_vocabulary(self.ckpt['meta'], meta, self.ckpt_path,
-                                  os.path.join(cfg['data_dir'], cfg['dataset']))
-            check_same_optimizer(self.ckpt, cfg, self.ckpt_path)
-            for line in resume_rates(self.ckpt['config'], cfg, given, self.ckpt_path):
-                if proc.master:
-                    print(line)
+        self.ckpt, self.pretrained = ckpt, None  # the resume's checkpoint (resume_settings has read it)
+        if ckpt is not None:
+            check_same_data(ckpt['meta'], meta, self.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+            if (saved := ckpt.get('world_size', 1)) != proc.world_size and proc.master:
+                print(f"resume: {proc.world_size} process(es) from here on (the checkpoint was made by {saved}); "
+                      f"each step reads the same windows, shared out among them")
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
             self.pretrained = start_from_pretrained(cfg, defaults, meta)
         check_vocab_size(cfg, meta)
@@ -242,10 +267,6 @@ class Run:
                             f"it was written by another version: start a new --out_dir") from None
         finally:
             self.ckpt = None
-
-    def replay_order(self, tokens, accum_steps, generator, iterations):
-        """replay_order (below) for this process's rank: its batch generator and data fingerprint on a resume."""
-        return replay_order(tokens, self.cfg, accum_steps, generator, self.proc.rank, iterations)
 
     def print_header(self, splits, model, tokens_per_iter):
         cfg, meta, proc, config = self.cfg, self.meta, self.proc, model.config
@@ -374,18 +395,9 @@ class Run:
     def interrupted_at(self, iter_num, best_val_loss, fingerprint):
         """Ctrl-C: the checkpoint of where the loop stopped, then the line that says how to go on."""
         self.save(iter_num, best_val_loss, fingerprint)
+        if self.proc.cpu_group is not None:  # every rank waits for rank 0's save: torchrun ends them all at one's exit
+            import torch.distributed as dist
+            dist.barrier(group=self.proc.cpu_group)
         return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.ckpt_path}; "
                                  f"continue with --init_from=resume --out_dir={self.cfg['out_dir']}")
 
-
-def replay_order(tokens, cfg, accum_steps, generator, rank, iterations):
-    """Under DDP the checkpoint holds rank 0's batch generator; every other rank puts its own back by drawing the
-    window starts of its first `iterations` steps again from its seed (seed + rank), as train.get_batch draws them,
-    reading no token. Returns the data fingerprint those starts give, as train.next_batches chains it."""
-    import torch
-    generator.manual_seed(cfg['seed'] + rank)
-    fingerprint = 0
-    for _ in range(iterations * accum_steps):
-        starts = torch.randint(len(tokens) - cfg['block_size'], (cfg['batch_size'],), generator=generator)
-        fingerprint = zlib.crc32(starts.numpy().tobytes(), fingerprint)
-    return fingerprint

@@ -439,7 +439,7 @@ def assert_quotes(quotes, numbers, block_of, name):
         f"{name} quotes a number the summaries do not give, or leaves one out"
 
 
-def train_with_ddp(tmp_path, args, record=False):
+def train_with_ddp(tmp_path, args, record=False, stop=None):
     """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
     train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with, and with record=True each
     rank's record too: the window starts of its training batches, step by step, and the tokens its throughput
@@ -451,7 +451,7 @@ def train_with_ddp(tmp_path, args, record=False):
     import torch
     script = tmp_path / 'ddp_run.py'
     script.write_text(textwrap.dedent(f"""
-        import json, os, sys, torch
+        import json, os, sys, time, torch
         sys.path.insert(0, {REPO_ROOT!r})
         import train
         from lib.throughput import Throughput
@@ -462,6 +462,7 @@ def train_with_ddp(tmp_path, args, record=False):
                 record['starts'][-1] += starts.tolist()
             return x, y, starts
         def next_batches(*args, **kwargs):
+            time.sleep(float(os.environ.get('STEP_SECONDS', 0)))  # room for a signal between steps (stop=)
             record['starts'].append([])
             record['step'] = True
             try:
@@ -478,12 +479,60 @@ def train_with_ddp(tmp_path, args, record=False):
         with open(os.path.join({str(tmp_path)!r}, f"rank{{rank}}.json"), 'w') as f:
             json.dump(record, f)
     """))
-    result = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                             str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
-                            # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
-                            env=dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path)))
+    command = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(script), *args]
+    # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
+    env = dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path))
+    if stop is not None:  # (signal, its moment: a function of rank 0's metrics.csv rows): a terminal's Ctrl-C or a kill
+        return stopped_ddp(command, env, *stop)
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     states = [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]
     if not record:
         return states
     return states, [json.loads((tmp_path / f'rank{rank}.json').read_text()) for rank in (0, 1)]
+
+
+def stopped_ddp(command, env, signum, when, step_seconds=0.5):
+    """A torchrun of train.py's two ranks, each step slowed by step_seconds, sent signum as a terminal sends Ctrl-C
+    (to its whole process group: torchrun and both ranks) once when(rank 0's metrics.csv rows) holds; returns its
+    exit code and what it printed."""
+    import signal
+    import time
+    out_dir = next(arg.split('=', 1)[1] for arg in command if arg.startswith('--out_dir='))
+    metrics = os.path.join(out_dir, 'metrics.csv')
+    with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(env, STEP_SECONDS=str(step_seconds)), start_new_session=True) as run:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and run.poll() is None:
+            if os.path.exists(metrics) and when(read_csv_rows(metrics)):
+                # Ctrl-C reaches the terminal's process group (torchrun's: it passes a SIGTERM to each rank, which
+                # runs in a session of its own); a kill is sent to every process of the run
+                for pid in [run.pid] if signum == signal.SIGINT else [run.pid, *descendants(run.pid)]:
+                    os.kill(pid, signum)
+                break
+            time.sleep(0.05)
+        printed, _ = run.communicate(timeout=240)
+    return run.returncode, printed
+
+
+def descendants(pid):
+    """Every process below pid, from /proc's parent links (Linux)."""
+    parents = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/stat', encoding='utf-8') as f:
+                    parents[int(entry)] = int(f.read().rsplit(')', 1)[1].split()[1])
+            except OSError:
+                continue
+    below, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier]
+        below += frontier
+    return below
+
+
+def read_csv_rows(path):
+    import csv
+    with open(path, encoding='utf-8') as f:
+        return list(csv.DictReader(f))

@@ -53,7 +53,7 @@ def test_compare_table_is_consistent_and_has_the_reference_row(env):
         assert number(row['tokens']) == pytest.approx(tokens_per_iter / (median / 1000), rel=0.01)
         assert number(row['ratio']) == pytest.approx(number(row['tokens']) / number(first['tokens']), abs=0.002)
     assert number(rows['proj']['params']) - number(first['params']) == 32 * 32  # proj's d x d matrix
-    probed = [name for name in names if name.startswith('tied + grad probe ')]  # train.py's logged step
+    probed = [name for name in names if name.startswith('tied + probes ')]  # train.py's logged step
     assert len(probed) == 1 and number(rows[probed[0]]['params']) == number(first['params'])
     # --pad_vocab's other setting (padded here, as on a CPU train.py is not): a wider matmul, no parameter more
     padded = [name for name in names if name.startswith('tied + padded vocab ')]

@@ -3,6 +3,8 @@ between them (a tied matrix under Muon, an untie midway, pit's orthonormal U).""
 
 import csv
 import math
+import re
+import signal
 
 import pytest
 import torch
@@ -13,7 +15,8 @@ from conftest import tiny_train_args, train_with_ddp
 # untie and pit runs.
 RUNS = dict(
     # lr_decay_iters=8 is max_iters' schedule, written out so that the resume test's 4 + 4 steps follow it too
-    tied_muon=dict(max_iters=8, eval_interval=4, gradient_accumulation_steps=2, optimizer='muon', lr_decay_iters=8),
+    tied_muon=dict(max_iters=8, eval_interval=4, gradient_accumulation_steps=2, optimizer='muon', lr_decay_iters=8,
+                   seed=1338, log_interval=1),
     untie=dict(max_iters=8, eval_interval=4, untie_at=0.5, gradient_accumulation_steps=2),
     pit=dict(max_iters=6, eval_interval=3, tie_mode='pit', gradient_accumulation_steps=2, input_grad_scale=2.0),
 )
@@ -80,27 +83,31 @@ def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group('ddp_tied_muon')
-def test_a_ddp_run_stopped_at_a_checkpoint_resumes_exactly_on_every_rank(tied_muon, tiny_data, tmp_path):
-    """Two ranks, float32, Muon: 8 steps in one go (the tied_muon run), against 4 steps, a checkpoint, and a resume
-    for the other 4. The checkpoint holds rank 0's batch generator; rank 1 must go on with its own windows
-    (Run.replay_order), not rank 0's, or the effective batch halves in silence and the weights part from the
-    uninterrupted run's. Each rank's throughput counts its own tokens, half of every iteration's, so tokens/s and MFU
-    are one GPU's."""
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGKILL], ids=['ctrl_c', 'kill'])
+def test_a_ddp_run_stopped_resumes_exactly_on_every_rank_with_the_printed_command(signum, tied_muon, tiny_data,
+                                                                                   tmp_path):
+    """Two ranks, float32, Muon, seed 1338, accumulation 2: 8 steps in one go (the tied_muon run), against the same
+    run stopped by a terminal's Ctrl-C (torchrun and both ranks signalled: every rank stops at one iteration, rank 0
+    saves) or killed after its checkpoint of iteration 4, then resumed by `--init_from=resume --out_dir=X` alone.
+    Every rank draws one stream and keeps its share (train.get_batch), so the checkpoint's generator is every
+    rank's; the weights and each step's windows must be the uninterrupted run's."""
     from conftest import TINY_TRAIN
-    settings = {key: value for key, value in RUNS['tied_muon'].items() if key != 'max_iters'}
     _, ranks, records = tied_muon
-    resumed = tmp_path / 'resumed'
-    for folder in (resumed, tmp_path / 'first'):
-        folder.mkdir()
-    train_with_ddp(tmp_path / 'first', tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=4, **settings))
-    (again, again_records) = train_with_ddp(resumed, tiny_train_args(tiny_data, str(resumed / 'out'), max_iters=8,
-                                                                     init_from='resume', **settings), record=True)
+    out_dir = tmp_path / 'out'
+    (tmp_path / 'first').mkdir()
+    when = (lambda rows: len(rows) >= 3) if signum == signal.SIGINT else (lambda rows: len(rows) >= 6)
+    code, printed = train_with_ddp(tmp_path / 'first', tiny_train_args(tiny_data, str(out_dir), **RUNS['tied_muon']),
+                                   stop=(signum, when))
+    assert code != 0, printed[-2000:]
+    saved = torch.load(out_dir / 'ckpt.pt', weights_only=True)
+    assert saved['world_size'] == 2 and 0 < saved['iter_num'] < 8
+    if signum == signal.SIGINT:  # every rank stopped where rank 0 saved, and the line says how to go on
+        assert re.search(rf"continue with --init_from=resume --out_dir={re.escape(str(out_dir))}\b", printed), printed
+    again, again_records = train_with_ddp(tmp_path, ['--init_from=resume', f'--out_dir={out_dir}'], record=True)
     for rank in (0, 1):
         for name in ranks[rank]:
             assert torch.allclose(again[rank][name], ranks[rank][name], rtol=0, atol=1e-6), (rank, name)
-        assert again_records[rank]['starts'] == records[rank]['starts'][4:], rank  # its own windows, step by step
-    assert again_records[0]['starts'] != again_records[1]['starts']  # the ranks draw apart after the resume as before
-    assert records[0]['starts'][:4] != records[1]['starts'][:4]
+        assert again_records[rank]['starts'] == records[rank]['starts'][saved['iter_num']:], rank
+    assert records[0]['starts'] == records[1]['starts']  # one stream, each rank its share of every draw
     tokens_per_iter = 2 * TINY_TRAIN['batch_size'] * TINY_TRAIN['block_size']
     assert [record['tokens'] for record in records] == [8 * tokens_per_iter // 2] * 2
-    assert [record['tokens'] for record in again_records] == [4 * tokens_per_iter // 2] * 2

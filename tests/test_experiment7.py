@@ -262,14 +262,15 @@ def test_a_pick_lacking_a_full_length_neighbour_on_any_side_gets_it_until_confir
     plain = {'tied_e30': 5.28, 'tied_e100': 5.38, 'proj_e100': 5.13, 'proj_e300': 5.30}
     untied = {'untied_e300_h10': 4.99, 'untied_e1000_h10': 5.03}
     dirs = [select('plain', plain), str(tmp_path / 'scaled'), select('untied', untied)]
-    lines = run_tables(tables, 'remedy_widen', *dirs).split('\n')
+    lines = [','.join(tables.select_rows(folder, [])) for folder in dirs]
     assert lines[0].split(',') == list(plain) + ['tied_e10', 'proj_e30']  # each below its pick, none above
     assert lines[1] == ''  # a select dir not trained yet has no rows
     assert lines[2].split(',') == list(untied) + ['untied_e100_h10', 'untied_e300_h3', 'untied_e300_h30']
     # the new rung wins for tied, loses for proj: tied goes a rung lower again, proj now lies inside
     plain.update({'tied_e10': 5.20, 'proj_e30': 5.25})
     untied.update({'untied_e100_h10': 5.01, 'untied_e300_h3': 5.02, 'untied_e300_h30': 5.05})
-    lines = run_tables(tables, 'remedy_widen', select('plain', plain), dirs[1], select('untied', untied)).split('\n')
+    lines = [','.join(tables.select_rows(folder, [])) for folder in (select('plain', plain), dirs[1],
+                                                                       select('untied', untied))]
     assert lines[0].split(',') == list(plain) + ['tied_e3']
     assert lines[2].split(',') == list(untied)  # confirmed: the same rows, so the stage stops
     # a pick in the middle of three cells is inside on both sides; at the ladder's end it cannot be widened

@@ -213,6 +213,8 @@ def test_a_pretrained_start_refuses_what_it_cannot_honour(hf_dir, bpe_data, tiny
             (bpe_data, dict(block_size=64), 'longer than the 32 positions'),
             (bpe_data, dict(init_std=0.05), '--init_std'),
             (bpe_data, dict(zero_init_residual=False), '--zero_init_residual'),  # an init key off its default
+            (bpe_data, dict(tie_mode='untied', head_init='zero'), '--head_init'),  # the head starts as the table
+            (bpe_data, dict(n_layer=4), '--n_layer=4'),  # typed at train.py's default, still not the weights' 2
             (bpe_data, dict(tie_mode='shuffle'), '--tie_mode=shuffle'),
             (tiny_data, dict(dataset='tiny'), 'prepare.py --input=FILE --tokenizer=gpt2')]:  # char-level data
         with pytest.raises(UserError, match=fragment.replace('.', r'\.')):

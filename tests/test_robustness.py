@@ -93,7 +93,7 @@ def copy_of(trained, tmp_path):
 # ---------------------------------------------------------------- bad input: one line, exit code 2
 
 # id: (script, arguments, fragments the one line must contain). Placeholders: {data} the tiny char
-# dataset's data_dir, {other} a dataset with another alphabet, {run} the finished run, {tmp} a scratch
+# dataset's data_dir, {other} one of its name with another alphabet, {run} the finished run, {tmp} a scratch
 # folder. Train cases start from the tiny run's options; later options override earlier ones.
 BAD_INPUTS = {
     'shuffle_odd_width': ('train.py', ['--tie_mode=shuffle', '--n_embd=33', '--n_head=3'],
@@ -130,10 +130,9 @@ BAD_INPUTS = {
                                  "integer type", 're-create it with: python prepare.py']),
     'meta_chars_disagree': ('train.py', ['--data_dir={tmp}/chars_mismatch'],
                             ['meta.json gives vocab_size=40 but chars has 53 entries']),
-    'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}',
-                                             '--dataset=other'],
+    'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}'],
                                 ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
-                                 '--dataset=tiny']),
+                                 'resume on the data it was trained on']),
     'resume_other_vocab_size': ('train.py', ['--out_dir={run}', '--init_from=resume', '--vocab_size=64'],
                                 ['--vocab_size=64 disagrees with the checkpoint', 'vocab_size=53']),
     'resume_other_shape': ('train.py', ['--out_dir={run}', '--init_from=resume', '--n_embd=64'],
@@ -235,7 +234,7 @@ def bad_input_results(tiny_data, trained, tmp_path_factory):
     tmp = tmp_path_factory.mktemp('bad')
     other = tmp / 'other_data'
     (tmp / 'other.txt').write_text(tiny_corpus().upper(), encoding='utf-8')
-    prepare.main([f'--input={tmp / "other.txt"}', '--dataset=other', f'--out_dir={other}'])
+    prepare.main([f'--input={tmp / "other.txt"}', '--dataset=tiny', f'--out_dir={other}'])  # the run's name
     (tmp / 'empty').mkdir()
     (tmp / 'a_file').write_text('a file, not a folder')
     (tmp / 'latin1.txt').write_bytes('Café'.encode('latin-1'))

@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -229,9 +230,15 @@ def test_the_data_fingerprint_chains_every_window_of_every_step(tiny_data, tmp_p
         expected = zlib.crc32(starts.numpy().tobytes(), expected)
     saved = torch.load(os.path.join(cfg['out_dir'], 'ckpt.pt'), weights_only=True)['data_fingerprint']
     assert summary['data_fingerprint'] == saved == expected
-    from lib.training_run import replay_order
-    replayed = replay_order(load_splits(cfg)[0]['train'], cfg, 2, torch.Generator(), 0, 6)
-    assert replayed == expected  # a DDP rank's order drawn again on a resume is the order it drew
+    # Under DDP each rank draws every rank's starts from the one stream and keeps its own share: two ranks at one
+    # micro-batch a step read, between them, the windows of one process at two, and both log that fingerprint
+    tokens = load_splits(cfg)[0]['train']
+    ranks = [SimpleNamespace(rank=rank, world_size=2, device='cpu') for rank in (0, 1)]
+    one = train.next_batches(tokens, cfg, 2, torch.Generator().manual_seed(cfg['seed']), SimpleNamespace(
+        rank=0, world_size=1, device='cpu'), 0)
+    two = [train.next_batches(tokens, cfg, 1, torch.Generator().manual_seed(cfg['seed']), proc, 0) for proc in ranks]
+    assert two[0][1] == two[1][1] == one[1]
+    assert torch.equal(two[0][0][0][0], one[0][0][0]) and torch.equal(two[1][0][0][0], one[0][1][0])
 
 
 def test_a_float16_runs_loss_scale_is_saved_and_put_back(tiny_data, tmp_path):
