@@ -100,7 +100,7 @@ DEFAULTS = dict(
     compile='auto',                 # auto: on for CUDA, off elsewhere
     pad_vocab='auto',               # the head's matmul padded to a multiple of 64 rows (GPT-2's 50,257 -> 50,304); the
                                     # logits, losses and weights stay the real vocabulary's; auto: on for CUDA only
-    seed=1337,                      # the weights' draw and the data order (each DDP rank adds its rank)
+    seed=1337,                      # the weights' draw and the data order (every DDP rank its share of one stream)
 )
 
 
@@ -125,9 +125,8 @@ def get_lr(it, cfg):
 # ---------------------------------------------------------------- data and evaluation
 
 def get_batch(tokens, batch_size, block_size, generator, rank=0, world_size=1):
-    """Random windows of the token sequence: inputs x (B, T), the next-token targets y (B, T), every rank's starts.
-    Each DDP rank draws all ranks' starts from one stream and keeps its own B: a step's windows are one set however
-    many processes share it."""
+    """Random windows of the token sequence: inputs x (B, T), next-token targets y (B, T), every rank's starts. Each DDP
+    rank draws all ranks' starts from one stream and keeps its B: a step's windows are the same on any number."""
     starts = torch.randint(len(tokens) - block_size, (world_size * batch_size,), generator=generator)  # (W*B,)
     offsets = starts[rank * batch_size:(rank + 1) * batch_size, None] + torch.arange(block_size + 1)  # (B, T+1)
     window = tokens[offsets]                      # (B, T+1): an int64 tensor, or a memory-mapped split's gather
@@ -147,14 +146,12 @@ def next_batches(tokens, cfg, accum_steps, generator, proc, fingerprint):
 
 @torch.no_grad()
 def estimate_loss(model, splits, cfg, ctx, device):
-    """({split: mean loss}, {copy_prob, repeat_rate, self_margin} on the validation batches) over the same
-    eval_iters batches of each split every time (their generator is seeded by eval_seed, whatever the run's
-    seed, so seeds and modes compare); the copy probe reads the logits the loss needs anyway."""
+    """({split: mean loss}, {copy_prob, repeat_rate, self_margin} on the val batches) over the same eval_iters batches
+    each time (seeded by eval_seed, whatever the run's seed, so runs compare); the probe reads the loss's logits."""
     model.eval()
     losses, probe = {}, dict(copy_prob=0.0, repeat_rate=0.0, self_margin=0.0)
     for split, tokens in splits.items():
-        generator = torch.Generator().manual_seed(cfg['eval_seed'])
-        total = 0.0
+        generator, total = torch.Generator().manual_seed(cfg['eval_seed']), 0.0
         for _ in range(cfg['eval_iters']):
             x, y, _ = get_batch(tokens, cfg['batch_size'], cfg['block_size'], generator)
             x, y = x.to(device), y.to(device)
@@ -174,9 +171,9 @@ def estimate_loss(model, splits, cfg, ctx, device):
 def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finite=False, measure_norm=False,
                   probe=None):
     """One optimizer step over the micro-batches [(x, y), ...] of gradient accumulation: forward, backward, clip, step.
-    Returns the last micro-batch's loss and the pre-clip gradient norm (None unless clipping or measure_norm ask), as
-    tensors: no wait for the device; and probe(logits, x, y) of the last micro-batch, before the step (None without).
-    check_finite: a non-finite loss raises FloatingPointError, the step not taken."""
+    Returns the last micro-batch's loss and the pre-clip gradient norm (None unless clipping or measure_norm ask) as
+    tensors, no wait for the device, and probe(logits, x, y) of the last micro-batch (None without); check_finite: a
+    non-finite loss raises FloatingPointError, the step not taken."""
     no_sync = getattr(model, 'no_sync', None)  # DDP: all-reduce the gradients on the last micro-step only
     for i, (x, y) in enumerate(batches):
         with no_sync() if no_sync and i < len(batches) - 1 else nullcontext():
@@ -199,8 +196,7 @@ def training_step(model, optimizer, scaler, batches, ctx, grad_clip, check_finit
 
 
 def wrap(raw_model, proc):
-    """The model the training step calls: compiled and/or DDP-wrapped. Built again after an untie,
-    since DDP fixes its list of parameters (and its gradient buckets) when it wraps."""
+    """The model the step calls, compiled and/or DDP-wrapped: again after an untie (DDP fixes its parameters)."""
     model = torch.compile(raw_model) if proc.compile else raw_model
     if proc.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -211,9 +207,8 @@ def wrap(raw_model, proc):
 # ---------------------------------------------------------------- the checkpoint
 
 def checkpoint(raw_model, optimizer, scaler, batch_order, cfg, meta, iter_num, best_val_loss, fingerprint):
-    """ckpt.pt: everything an exact resume needs, restore() below putting each piece back. lib/training_run.py's
-    Run writes it whole or not at all (a temporary file, then a rename), at every evaluation and on Ctrl-C; best.pt
-    holds its first four keys, the weights at the lowest validation loss."""
+    """ckpt.pt: all an exact resume needs, restore() below putting it back; Run writes it whole or not at all (a temp
+    file, then a rename) at every evaluation and on Ctrl-C. best.pt: its first four keys at the lowest val loss."""
     return dict(
         model=raw_model.state_dict(),               # both names of the shared matrix, one storage in the file
         model_args={k: getattr(raw_model.config, k) for k in MODEL_KEYS},  # to build the same GPTConfig again
@@ -338,8 +333,7 @@ def train(cfg, progress=None):
                     row.update(step_loss=f"{step_loss.item():.4f}", grad_norm=f"{grad_norm.item():.4g}",
                                **(dict(grad_in=f"{sources[0]:.4g}", grad_out=f"{sources[1]:.4g}") if sources else {}))
                     run.log(row, iter_num, lr, tokens_per_sec, speed.elapsed(), fingerprint)
-                    # a run that started as a copier shows its copy probe at every line, measured on that step's
-                    # batch, so that it is seen falling as the head unlearns copying
+                    # a run that started as a copier shows this step's copy probe: seen falling as the head unlearns it
                     bar.set_postfix(speed.postfix(loss=row['step_loss'], lr=f"{lr:.2e}", val=last.get('val'),
                                                   copy=step_copy and step_copy['copy_prob']), refresh=False)
                 iter_num += 1

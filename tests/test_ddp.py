@@ -4,11 +4,13 @@ between them (a tied matrix under Muon, an untie midway, pit's orthonormal U).""
 import csv
 import math
 import re
+import shutil
 import signal
 
 import pytest
 import torch
 
+import train
 from conftest import tiny_train_args, train_with_ddp
 
 # Muon in the tied run (each rank takes the same Newton-Schulz step on the all-reduced gradients); AdamW in the
@@ -103,6 +105,12 @@ def test_a_ddp_run_stopped_resumes_exactly_on_every_rank_with_the_printed_comman
     assert saved['world_size'] == 2 and 0 < saved['iter_num'] < 8
     if signum == signal.SIGINT:  # every rank stopped where rank 0 saved, and the line says how to go on
         assert re.search(rf"continue with --init_from=resume --out_dir={re.escape(str(out_dir))}\b", printed), printed
+    if signum == signal.SIGKILL:  # the same checkpoint on one process: the same windows, said in a line
+        shutil.copytree(out_dir, tmp_path / 'one')
+        one = train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={tmp_path / "one"}']))
+        assert one['data_fingerprint'] == torch.load(tied_muon[0] / 'ckpt.pt', weights_only=True)['data_fingerprint']
+        for name, tensor in one['model'].state_dict().items():  # the sums' order differs: not bit for bit
+            assert torch.allclose(tensor, ranks[0][name], rtol=0, atol=1e-4), name
     again, again_records = train_with_ddp(tmp_path, ['--init_from=resume', f'--out_dir={out_dir}'], record=True)
     for rank in (0, 1):
         for name in ranks[rank]:
