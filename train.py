@@ -30,7 +30,7 @@ from lib.prepared_data import load_splits
 from lib.probes import copy_probe, copying_share
 from lib.progress import start_line, training_progress
 from lib.throughput import Throughput
-from lib.training_run import Run, parse_settings, resume_settings
+from lib.training_run import Run, parse_settings
 from model import GPT, MODEL_KEYS
 
 # ---------------------------------------------------------------- settings
@@ -247,7 +247,7 @@ def train(cfg, progress=None):
     """Train with the settings in cfg (a dict like DEFAULTS). progress: an optional tqdm bar to advance instead
     of drawing one (ablate.py shares one bar across runs). Returns a summary dict: iterations, final and best
     losses, tokens/s, wall time, and the trained model."""
-    cfg, ckpt = resume_settings(cfg, DEFAULTS)  # a resume: the checkpoint's settings, bar those the user gave
+    cfg, ckpt = Run.resume_settings(cfg, DEFAULTS)  # a resume: the checkpoint's settings, bar those typed
     with process_group(cfg) as proc:  # the device, its dtype and compile settings; under torchrun, this rank
         device, master = proc.device, proc.master
         # mixed precision: the forward pass under bfloat16 (or float16) autocast where the device has it, the

@@ -199,6 +199,8 @@ class Run:
     takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master
     process writes."""
 
+    resume_settings = staticmethod(resume_settings)  # train() calls it first: the device and dtype come from it
+
     def __init__(self, cfg, defaults, meta, proc, ckpt=None):
         self.cfg, self.meta, self.proc, self.writes = cfg, meta, proc, proc.master
         self.ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
