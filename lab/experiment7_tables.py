@@ -383,11 +383,11 @@ def select_rows(out_dir, first_rows):
         trained, untied, tied, others = sweep_cells(out_dir, committed=True)
         rows += trained + [row_name(name, key) for name, (cells, best) in best_cells(untied, tied, others).items()
                            for key in beyond_the_pick(cells, best)]
-    kept = committed_rows(out_dir)
-    here = os.path.join(out_dir, 'summary.json')
+    here, trained_here = os.path.join(out_dir, 'summary.json'), {}
     if os.path.exists(here):
         with open(here, encoding='utf-8') as f:
-            kept = [row for row in kept if row not in json.load(f)['modes']]
+            trained_here = json.load(f)['modes']
+    kept = [row for row in committed_rows(out_dir) if row not in trained_here]
     return [row for row in dict.fromkeys(rows) if row not in kept]
 
 

@@ -295,11 +295,11 @@ def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_bes
     kept = results / 'experiment6-select-adamw'  # an earlier pass's record: its rows are read, not trained again
     kept.mkdir(parents=True)
     (kept / 'summary.json').write_text(json.dumps(dict(seeds=[1342], modes={
-        'untied_e300_h3': dict(val_loss_all=dict(mean=full_length('untied_e300_h3')))})))
+        row: dict(val_loss_all=dict(mean=full_length(row))) for row in ('untied_e300_h3', 'tied_e100')})))
     trained = []
 
     def train(rows):
-        assert 'untied_e300_h3' not in rows, "a committed row trained again"
+        assert not {'untied_e300_h3', 'tied_e100'} & set(rows), "a committed row trained again"
         trained.extend(row for row in rows if row not in trained)  # ablate.py skips the runs it finished
         out.mkdir(exist_ok=True)
         (out / 'summary.json').write_text(json.dumps(dict(seeds=[1342], modes={
