@@ -214,17 +214,19 @@ def test_registry_archive_is_assembled_without_folio_duplicates(tmp_path):
     assert "FOLIO" not in text and "\r" not in text and "metadata" not in text
 
 
-def test_interrupted_rewrite_leaves_no_meta_and_no_temp_files(tmp_path, monkeypatch):
+def test_an_interrupted_rewrite_leaves_the_old_dataset_and_no_temporary(tmp_path, monkeypatch):
     _, data_dir = prepared(tmp_path)
+    held = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
 
-    def interrupted(path, data):
+    def interrupted(folder, meta):
         raise KeyboardInterrupt
-    monkeypatch.setattr(prepare, "atomic_write_bytes", interrupted)
+    monkeypatch.setattr(prepare, "write_meta", interrupted)
+    (tmp_path / "book.txt").write_text("another text, another vocabulary\n" * 9, encoding="utf-8")
     with pytest.raises(KeyboardInterrupt):
         prepare.main([f"--input={tmp_path / 'book.txt'}", f"--out_dir={tmp_path / 'data'}"])
-    assert sorted(os.listdir(data_dir)) == ["train.bin", "val.bin"]
-    with pytest.raises(UserError, match="python prepare.py --input=FILE --dataset=book --out_dir="):
-        prepared_data.load_meta(data_dir)
+    assert {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))} == held
+    assert os.listdir(tmp_path / "data") == ["book"]
+    assert prepared_data.load_meta(data_dir)["train_tokens"] == len(TEXT) * 9 // 10
 
 
 def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
