@@ -130,6 +130,9 @@ BAD_INPUTS = {
                                  "integer type", 're-create it with: python prepare.py']),
     'meta_chars_disagree': ('train.py', ['--data_dir={tmp}/chars_mismatch'],
                             ['meta.json gives vocab_size=40 but chars has 53 entries']),
+    'meta_largest_id_null': ('train.py', ['--data_dir={tmp}/null_largest_id'],
+                             ['{tmp}/null_largest_id/tiny/meta.json gives largest_id=None; it must be {{"train": ID, '
+                              '"val": ID}}', 're-create it with: python prepare.py']),
     'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}',
                                              '--dataset=other'],
                                 ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
@@ -226,6 +229,7 @@ BROKEN_DATA = {
     'odd_bin': lambda folder, meta: open(folder / 'train.bin', 'ab').write(b'\0'),  # half a uint16 more
     'float_dtype': lambda folder, meta: meta.update(dtype='float16'),
     'chars_mismatch': lambda folder, meta: meta.update(vocab_size=40),
+    'null_largest_id': lambda folder, meta: meta.update(largest_id=None),
 }
 
 
@@ -280,7 +284,7 @@ def test_bad_input_gets_one_clear_line(case, bad_input_results):
     assert_one_line_error(result, *fragments)
 
 
-@pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size',
+@pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size', 'meta_largest_id_null',
                                   'batch_too_large_for_memory', 'model_too_large_for_memory', 'ablate_batch_too_large'])
 @pytest.mark.xdist_group('bad_input')
 def test_a_mistake_leaves_no_out_dir_behind(case, bad_input_results):
