@@ -100,12 +100,16 @@ def main(argv):
         with failures_as_one_line(config, data_dir, HELD):
             meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
-        print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
-        print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
-        return
+    else:
+        started, meta = time.time(), prepare_file(config, data_dir, dataset, tokenizer)
+    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
+    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+
+
+def prepare_file(config, data_dir, dataset, tokenizer):
+    """One text, held in memory whole: --input=FILE, or the default corpus. Returns meta."""
     if tokenizer == "gpt2":
         gpt2_encoding()  # fail on missing tiktoken files before any download
-    started = time.time()
     with failures_as_one_line(config, data_dir, "prepare.py holds the whole text and its token ids in memory at "
                                                 "once; use a smaller file or a machine with more memory"):
         if config["input"]:
@@ -128,11 +132,9 @@ def main(argv):
                     train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields,
                     largest_id={"train": largest(ids[:n_train]), "val": largest(ids[n_train:])})
         write_dataset(data_dir, ids, meta)
-
     compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
     print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
-    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
-    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+    return meta
 
 
 # ---------------------------------------------------------------- the helpers main calls: reading, the default
@@ -185,10 +187,7 @@ def check_text_fits(path):
     """Refuse, before reading, a file whose text cannot be held: its bytes and the decoded text exist together
     (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
     top. A machine that overcommits would otherwise let the read go on until the kernel killed it."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return  # read_text_file names what is wrong with it
+    size = os.path.getsize(path)  # a file or a pipe, as read_text_file has checked
     short = memory_shortfall(size + size // 4, 'cpu')
     if short:
         raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "

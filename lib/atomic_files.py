@@ -78,10 +78,6 @@ def remove_stale_temps(path):
                 os.remove(left)
 
 
-def _in_the_way(where, path):
-    return UserError(f"cannot write {where}: {path} is a file, not a folder; choose another path")
-
-
 def make_folder(folder, label, shown=None):
     """A folder a script is told to write in (label: the option that named it, shown: the path as given, if
     not folder itself), made if missing: the obvious reading of a new path. A file where a folder should be,
@@ -91,7 +87,7 @@ def make_folder(folder, label, shown=None):
     while not os.path.exists(ancestor):
         ancestor, made = os.path.dirname(ancestor), ancestor
     if not os.path.isdir(ancestor):
-        raise _in_the_way(where, ancestor)
+        raise UserError(f"cannot write {where}: {ancestor} is a file, not a folder; choose another path") from None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
@@ -103,39 +99,36 @@ def make_folder(folder, label, shown=None):
 def new_folder(folder, label):
     """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
     whole, by two renames: folder aside (.NAME.old-PID), the new one into place. Folder holds the complete old or
-    the complete new content at every moment but the one between the renames, and a kill there is undone by
-    remove_stale_temps, which every writer and reader of folder calls first. On any error the new one goes, and so
-    do the folders made for it: nothing but the rename can change what folder holds."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise _in_the_way(f"{label}={folder}", folder)
-    shown, folder = folder, os.path.realpath(folder)  # a link to a folder elsewhere stays a link to the new one
-    tmp, aside = (os.path.join(os.path.dirname(folder), f".{os.path.basename(folder)}.{kind}-{os.getpid()}")
+    new content at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
+    which every writer and reader of folder calls first. On any error the new one goes, and so do the folders made
+    for it: until the rename, nothing changes what folder holds."""
+    real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
+    remove_stale_temps(real)  # first: a folder made below would stand where a half swap's old one goes back
+    made = make_folder(folder, label)  # empty for a new name, so that the swap is the same two renames
+    tmp, aside = (os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.{kind}-{os.getpid()}")
                   for kind in ("tmp", "old"))
-    remove_stale_temps(folder)
-    made = make_folder(tmp, label, shown=shown)
     try:
+        os.mkdir(tmp)
         yield tmp
         for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
             _fsync(os.path.join(tmp, entry), os.O_RDONLY)
-        old = os.path.exists(folder)
-        if old:
-            os.rename(folder, aside)
+        os.rename(real, aside)
         try:
-            os.rename(tmp, folder)
+            os.rename(tmp, real)
         except BaseException:
-            if old:
-                os.rename(aside, folder)
+            os.rename(aside, real)
             raise
     except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-            while made and tmp != made:
-                tmp = os.path.dirname(tmp)
-                os.rmdir(tmp)  # only where empty: a folder made for tmp, never one that was there
+            path = os.path.abspath(folder)
+            while made and path != os.path.dirname(made):  # only where empty: made for this, never one there before
+                os.rmdir(path)
+                path = os.path.dirname(path)
         raise
     shutil.rmtree(aside, ignore_errors=True)
     with contextlib.suppress(OSError):
-        _fsync(os.path.dirname(os.path.abspath(folder)), os.O_RDONLY)
+        _fsync(os.path.dirname(real), os.O_RDONLY)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ READ_BYTES = 1 << 20         # what one read of a .txt takes: memory stays a few
 LONGEST_LINE = 1 << 26       # a .jsonl document's greatest size (64 MiB): its token list in a worker is ~10x that
 BLANK_LINE = re.compile(rb'\n\r?\n')
 CONTROL = bytes(c for c in range(32) if c not in b'\t\n\v\f\r')  # what no text has more than a trace of
+KINDS = ((stat.S_ISDIR, 'a folder'), (stat.S_ISFIFO, 'a pipe'), (stat.S_ISSOCK, 'a socket'))  # else a device
 HELD = "each worker holds a few documents and their token ids; use fewer --workers, or cut the corpus's longest documents"
 
 
@@ -59,11 +60,9 @@ def not_a_source(path, pipes=False):
         return f"is a symlink to {shown(os.readlink(path))}, which is not there" if os.path.islink(path) else "not found"
     except OSError as e:
         return "is a symlink loop" if e.errno == errno.ELOOP else f"cannot be read ({e.strerror})"
-    if stat.S_ISREG(mode) or pipes and stat.S_ISFIFO(mode):
-        return None
-    kind = 'a folder' if stat.S_ISDIR(mode) else 'a device' if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
-        'a pipe' if stat.S_ISFIFO(mode) else 'a socket'
-    return f"is {kind}, not a regular file{' or a pipe' if pipes else ''}"
+    kind = next((kind for test, kind in KINDS if test(mode)), 'a device')
+    return None if stat.S_ISREG(mode) or pipes and kind == 'a pipe' else \
+        f"is {kind}, not a regular file{' or a pipe' if pipes else ''}"
 
 
 def unchanged(f, path, before):
@@ -112,9 +111,8 @@ def corpus_files(input_path):
 
 def documents(files, digest, read_bytes):
     """Each document as (bytes read, text), in order; digest (hashlib) sees every byte read, read_bytes[0] counts
-    them. What is not UTF-8 text, or a line that is not a JSON object whose "text" is a string, is one UserError
-    naming the file and the line (or the byte), as the one-file path's: nothing is replaced in silence, and no worker
-    meets a number where it expects text."""
+    them. What is not text, or a line that is not a JSON object whose "text" is a string, is one UserError naming the
+    file and the line (or the byte), as the one-file path's: no worker meets a number where it expects text."""
     for path in files:
         with open(path, 'rb') as f:
             before = os.fstat(f.fileno())
@@ -222,8 +220,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     files = corpus_files(input_path)
     n_vocab = gpt2_encoding().n_vocab  # missing tiktoken files: one line now, not one per worker
     workers = workers or os.cpu_count() or 1
-    digest, read, source_bytes, counts, top = hashlib.sha256(), [0], [0], [0, 0], [-1, -1]
-    started = time.monotonic()
+    digest, read, source_bytes, counts, top, started = hashlib.sha256(), [0], [0], [0, 0], [-1, -1], time.monotonic()
     bar = tqdm(total=sum(os.path.getsize(p) for p in files), unit='B', unit_scale=True,
                disable=not (progress and on_terminal()), desc=dataset)
     pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context('spawn')) if workers > 1 else None
@@ -261,9 +258,8 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
             write_meta(tmp, meta)
     finally:
         bar.close()
-        if pool is not None:  # at once, not after the chunks in hand: Python 3.11's executor has no public way
-            for process in list((pool._processes or {}).values()):
-                process.terminate()
+        if pool:  # its workers stop now, not after the chunks in hand: Python 3.11's executor has no public way
+            [process.terminate() for process in list((pool._processes or {}).values())]
             pool.shutdown(wait=False, cancel_futures=True)
     return meta
 
@@ -271,15 +267,10 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
 def result(work, pool):
     """The ids of a chunk (work: a worker's future, or the chunk itself without workers). A worker killed (the OOM
     killer's SIGKILL) is one line naming it; multiprocessing.Pool would have replaced it and waited forever."""
-    if pool is None:
-        return encode_chunk(work)
     try:
-        return work.result()
-    except concurrent.futures.process.BrokenProcessPool:
-        processes = list(pool._processes.values())
-        for process in processes:  # the executor's thread may be reaping them: their exit codes, once it has
-            process.join(2)
-        dead = [p for p in processes if p.exitcode not in (None, 0, -signal.SIGTERM)]
-        who = f"worker process {dead[0].pid} was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and \
-            dead[0].exitcode < 0 else "a worker process died"
-        raise UserError(f"tokenizing stopped: {who}, most likely by the out-of-memory killer: {HELD}") from None
+        return work.result() if pool else encode_chunk(work)
+    except concurrent.futures.process.BrokenProcessPool:  # join: the executor's thread may be reaping its exit code
+        dead = [p for p in list(pool._processes.values()) if p.join(2) or p.exitcode not in (None, 0, -signal.SIGTERM)]
+        how = f"was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and dead[0].exitcode < 0 else "died"
+        who = f"worker process {dead[0].pid}" if dead else "a worker process"
+        raise UserError(f"tokenizing stopped: {who} {how}, most likely by the out-of-memory killer: {HELD}") from None

@@ -209,11 +209,8 @@ def check_data_fits(data_dir, meta, limit):
     """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
     a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
     overcommits would let numpy read until the kernel killed it."""
-    itemsize = np.dtype(meta['dtype']).itemsize
-    try:
-        sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
-    except OSError:
-        return  # load_splits names the file it cannot read
+    itemsize = np.dtype(meta['dtype']).itemsize  # load_meta has found both bins
+    sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
     tokens = sum(n for n in sizes if 8 * n <= limit)
     short = memory_shortfall(8 * tokens, 'cpu')
     if short:
