@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import stat
+import threading
 import time
 
 import numpy as np
@@ -191,6 +192,16 @@ def decoded(data, where, offset=0):
     return text
 
 
+def follow(parent):
+    """A worker's start: it ends with prepare.py, which a SIGKILL (the OOM killer's) ends without a word to it, and
+    whose queue it would wait on forever."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def encode_chunk(chunk):
     """A worker's part: (train ids, val ids) of (index, text) documents, each ending with <|endoftext|>."""
     encoding = gpt2_encoding()
@@ -223,7 +234,8 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     digest, read, source_bytes, counts, top, started = hashlib.sha256(), [0], [0], [0, 0], [-1, -1], time.monotonic()
     bar = tqdm(total=sum(os.path.getsize(p) for p in files), unit='B', unit_scale=True,
                disable=not (progress and on_terminal()), desc=dataset)
-    pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context('spawn')) if workers > 1 else None
+    pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context('spawn'), initializer=follow,
+                                                  initargs=(os.getpid(),)) if workers > 1 else None
     try:
         with new_folder(data_dir, '--out_dir') as tmp:
             with open(os.path.join(tmp, 'train.bin'), 'wb') as train_file, \

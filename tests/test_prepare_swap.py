@@ -1,7 +1,7 @@
 """prepare.py replaces a prepared dataset in one step (lib/atomic_files.py new_folder): every call that opens, writes,
 renames or removes is made to fail in turn, on both paths, and a corpus run is SIGKILLed at each such call and at
-moments in time; the dataset there before is left byte for byte, or the new one whole. A tokenizing worker killed
-as the OOM killer does is one line within seconds."""
+moments in time; the dataset there before is left byte for byte, or the new one whole, and the workers end with it.
+A tokenizing worker killed as the OOM killer does is one line within seconds."""
 
 import builtins
 import errno
@@ -167,6 +167,14 @@ def children(pid):
     return found
 
 
+def alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'  # a zombie has ended; its parent has yet to reap it
+    except OSError:
+        return False
+
+
 def kill_all(pids):
     for pid in pids:
         try:
@@ -224,7 +232,11 @@ def test_sigkill_of_a_streamed_corpus_at_moments_in_time_leaves_the_old_dataset_
         workers = children(process.pid)
         process.kill()
         process.wait()
-        kill_all(workers + [pid for worker in workers for pid in children(worker)])  # orphans would wait forever
+        deadline = time.monotonic() + 10
+        while (left := [pid for pid in workers if alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kill_all(left)
+        assert not left, share  # the workers end with it (corpus.follow), not wait on its queue forever
         between = not (out / 'c').exists()
         load_meta(out / 'c')  # and a reader undoes a half swap
         state = folder_bytes(out / 'c')
