@@ -199,13 +199,18 @@ def test_sigkill_at_every_write_or_rename_of_a_corpus_leaves_the_old_dataset_or_
         process = subprocess.run(prepare_command(args['corpus'], k), env=ENV, capture_output=True, text=True,
                                  timeout=120)
         assert process.returncode == -signal.SIGKILL, (k, process.stderr)
-        between += not (tmp_path / 'out' / 'c').exists()  # killed between the two renames
-        if k % 2:  # a reader undoes a half swap
-            load_meta(tmp_path / 'out' / 'c')
-            assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), k
-        else:  # the next run cleans up and finishes the job
-            prepare.main(args['corpus'])
-            assert folder_bytes(tmp_path / 'out' / 'c') == new and os.listdir(tmp_path / 'out') == ['c'], k
+        killed = tmp_path / f'killed{k}'
+        shutil.copytree(tmp_path / 'out', killed, symlinks=True)
+        if not (tmp_path / 'out' / 'c').exists():  # killed between the two renames: the old folder is set aside
+            between += 1
+            assert load_meta(tmp_path / 'out' / 'c') and folder_bytes(tmp_path / 'out' / 'c') == held
+        # a reader undoes a half swap, else sees the old or the new dataset
+        load_meta(tmp_path / 'out' / 'c')
+        assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), k
+        shutil.rmtree(tmp_path / 'out')
+        os.rename(killed, tmp_path / 'out')  # and the next run cleans up and finishes the job
+        prepare.main(args['corpus'])
+        assert folder_bytes(tmp_path / 'out' / 'c') == new and os.listdir(tmp_path / 'out') == ['c'], k
         restore(tmp_path)
     assert between == 1
     print(f"\ncorpus: SIGKILL at each of {len(calls)} calls: {calls}")
