@@ -28,7 +28,6 @@ The other scripts read the result back through lib/prepared_data.py (load_meta, 
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -40,11 +39,11 @@ import urllib.request
 
 import numpy as np
 
-from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
+from lib.atomic_files import atomic_write_bytes, new_folder
 from lib.command_line import UserError, parse_config, run_cli
-from lib.corpus import is_corpus, prepare_corpus
+from lib.corpus import HELD, check_text, is_corpus, not_a_source, prepare_corpus, shown, unchanged
 from lib.memory import format_bytes, memory_shortfall, out_of_memory_reason
-from lib.prepared_data import compact_ids, gpt2_encoding, largest
+from lib.prepared_data import compact_ids, gpt2_encoding, largest, write_meta
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -98,18 +97,21 @@ def main(argv):
                             f"streams by; use --tokenizer=gpt2 and no --compact_vocab (a character vocabulary or a "
                             f"compact one needs the whole corpus first)")
         started = time.time()
-        with failures_as_one_line(config, "each worker holds a few documents and their token ids; use fewer "
-                                          "--workers, or cut the corpus's longest documents"):
+        with failures_as_one_line(config, data_dir, HELD):
             meta = prepare_corpus(config["input"], data_dir, dataset, config["workers"], config["progress"])
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
-        print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
-        print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
-        return
+    else:
+        started, meta = time.time(), prepare_file(config, data_dir, dataset, tokenizer)
+    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
+    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+
+
+def prepare_file(config, data_dir, dataset, tokenizer):
+    """One text, held in memory whole: --input=FILE, or the default corpus. Returns meta."""
     if tokenizer == "gpt2":
         gpt2_encoding()  # fail on missing tiktoken files before any download
-    started = time.time()
-    with failures_as_one_line(config, "prepare.py holds the whole text and its token ids in memory at once; use a "
-                                      "smaller file or a machine with more memory"):
+    with failures_as_one_line(config, data_dir, "prepare.py holds the whole text and its token ids in memory at "
+                                                "once; use a smaller file or a machine with more memory"):
         if config["input"]:
             text, source_fields = read_text_file(config["input"])
         else:
@@ -130,27 +132,25 @@ def main(argv):
                     train_tokens=n_train, val_tokens=len(ids) - n_train, **source_fields, **tokenizer_fields,
                     largest_id={"train": largest(ids[:n_train]), "val": largest(ids[n_train:])})
         write_dataset(data_dir, ids, meta)
-
     compact = " (compact: the GPT-2 ids the text uses, listed as bpe_ids)" if config["compact_vocab"] else ""
     print(f"tokenizer: {tokenizer}, vocab_size {vocab_size:,}{compact}, dtype {meta['dtype']}")
-    print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
-    print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
+    return meta
 
 
 # ---------------------------------------------------------------- the helpers main calls: reading, the default
 # corpus and its fallback, tokenizing, the atomic write
 
 @contextlib.contextmanager
-def failures_as_one_line(config, what_is_held):
-    """An OSError (disk full, no permission, a file vanished) or a MemoryError while preparing, as one UserError:
-    nothing a traceback would help with. what_is_held says what the path holds in memory and what to do about it."""
+def failures_as_one_line(config, data_dir, what_is_held):
+    """An OSError (disk full, no permission, a file vanished) or a MemoryError while preparing data_dir, as one
+    UserError: nothing a traceback would help with. what_is_held says what the path holds in memory and what to do
+    about it. Whatever failed, data_dir holds what it held (atomic_files.new_folder)."""
     try:
         yield
     except OSError as e:
-        where = f" {e.filename}" if e.filename else f" under {config['out_dir']}"
-        raise UserError(f"cannot read or write{where}: {e.strerror or e}") from None
+        raise UserError(f"cannot read or write {shown(e.filename or data_dir)}: {e.strerror or e}") from None
     except MemoryError as e:
-        what = f"--input={config['input']}" if config['input'] else "the default corpus"
+        what = f"--input={shown(config['input'])}" if config['input'] else "the default corpus"
         raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: {what_is_held}") from None
 
 
@@ -159,26 +159,26 @@ def _sha256(data):
 
 
 def read_text_file(path):
-    """The text of a user's file; a missing, empty or non-UTF-8 file is a UserError naming it."""
+    """The text of a user's file (or pipe); one that is missing, no file, empty, changing, not UTF-8 or not text at
+    all is a UserError naming it."""
+    problem = not_a_source(path, pipes=True)
+    if problem:
+        raise UserError(f"--input file {problem}: {shown(path)}")
     check_text_fits(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise UserError(f"--input file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"--input is a directory, not a text file: {path}") from None
-    except OSError as e:
-        raise UserError(f"cannot read --input file {path}: {e.strerror}") from None
+    with open(path, "rb") as f:
+        before = os.fstat(f.fileno())
+        data = f.read()
+        unchanged(f, path, before)
     if not data:
-        raise UserError(f"--input file is empty: {path}")
+        raise UserError(f"--input file is empty: {shown(path)}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise UserError(f"--input file is not UTF-8 text: {path} has byte 0x{data[e.start]:02x} "
+        raise UserError(f"--input file is not UTF-8 text: {shown(path)} has byte 0x{data[e.start]:02x} "
                         f"at offset {e.start} (line {line})") from None
-    source = dict(source=os.path.basename(path), source_location=os.path.abspath(path),
+    check_text(data, f"--input file {shown(path)}")
+    source = dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
                   source_sha256=_sha256(data), source_bytes=len(data))
     return text, source
 
@@ -187,10 +187,7 @@ def check_text_fits(path):
     """Refuse, before reading, a file whose text cannot be held: its bytes and the decoded text exist together
     (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
     top. A machine that overcommits would otherwise let the read go on until the kernel killed it."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return  # read_text_file names what is wrong with it
+    size = os.path.getsize(path)  # a file or a pipe, as read_text_file has checked
     short = memory_shortfall(size + size // 4, 'cpu')
     if short:
         raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
@@ -333,20 +330,13 @@ def resolve_names(config):
 
 
 def write_dataset(data_dir, ids, meta):
-    """Write the bins, then meta.json: a folder with meta.json always has complete, matching bins."""
-    make_folder(data_dir, '--out_dir')  # made if missing; a file in the way is one line
-    meta_path = os.path.join(data_dir, "meta.json")
-    for name in ("train.bin", "val.bin", "meta.json"):  # partial files of a run that was killed
-        remove_stale_temps(os.path.join(data_dir, name))
-    # Until the new meta.json lands, the folder must not claim to hold the old data.
-    if os.path.exists(meta_path):
-        os.remove(meta_path)
+    """The bins and meta.json, written and checked in a new folder that then replaces data_dir whole."""
     dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-    n_train = meta["train_tokens"]
-    for split, part in (("train", ids[:n_train]), ("val", ids[n_train:])):
-        with atomic_path(os.path.join(data_dir, f"{split}.bin")) as tmp:
-            part.astype(dtype).tofile(tmp)
-    atomic_write_bytes(meta_path, (json.dumps(meta, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    with new_folder(data_dir, "--out_dir") as tmp:
+        for split, part in (("train", ids[:meta["train_tokens"]]), ("val", ids[meta["train_tokens"]:])):
+            with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
+                f.write(part.astype(dtype))  # not tofile: numpy's short write on a full disk has no errno
+        write_meta(tmp, meta)
 
 
 if __name__ == "__main__":

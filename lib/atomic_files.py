@@ -1,8 +1,9 @@
-"""Atomic writes: a crash, a kill or a full disk at any moment leaves either the old complete
-file or the new one, never a torn one; and the temporary files of killed writers are cleaned up."""
+"""Atomic writes of a file or a whole folder: a crash, a kill or a full disk at any moment leaves either the old
+complete one or the new one, never a torn one; and what killed writers left is cleaned up."""
 
 import contextlib
 import os
+import shutil
 
 from lib.command_line import UserError
 
@@ -46,45 +47,88 @@ def _pid_alive(pid):
 
 def remove_stale_temps(path):
     """
-    Delete the temporary files that atomic_path left beside path in processes that were killed
-    mid-write (SIGKILL, out of memory, power loss). Each is a partial copy as large as the file,
-    so a run that is killed and resumed many times would otherwise fill the disk. A temp file
-    whose process is still alive is left alone: someone may be writing it right now.
+    Clean up after processes that were killed (SIGKILL, out of memory, power loss) while writing path: the
+    temporary file or folder (.NAME.tmp-PID) that atomic_path or new_folder left, a partial copy as large as what it
+    replaces (a run killed and resumed many times would fill the disk); and the old folder that new_folder had set
+    aside (.NAME.old-PID), which goes back into place if a kill came between its two renames, else away. What a
+    live process left is its own: it may be writing right now.
     """
     if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
         return
     directory, name = os.path.split(os.path.abspath(path))
-    prefix = f".{name}.tmp-"
     try:
         entries = os.listdir(directory)
     except OSError:
         return
     for entry in entries:
-        pid = entry[len(prefix):]
-        if not entry.startswith(prefix) or not pid.isdigit():
+        kind, _, pid = entry[len(name) + 2:].partition("-")
+        if not entry.startswith(f".{name}.") or kind not in ("tmp", "old") or not pid.isdigit():
             continue
         # Our own pid is no writer here (we are not writing now): a dead process had it before us,
         # which is common in containers, where every run starts with the same small pids.
         if int(pid) != os.getpid() and _pid_alive(int(pid)):
             continue
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(directory, entry))
+        left = os.path.join(directory, entry)
+        with contextlib.suppress(OSError):  # another reader may be cleaning up the same
+            if kind == "old" and not os.path.lexists(path):
+                os.rename(left, path)
+            elif os.path.isdir(left) and not os.path.islink(left):
+                shutil.rmtree(left)
+            else:
+                os.remove(left)
 
 
 def make_folder(folder, label, shown=None):
     """A folder a script is told to write in (label: the option that named it, shown: the path as given, if
     not folder itself), made if missing: the obvious reading of a new path. A file where a folder should be,
-    or no permission, is one UserError naming the option and the path."""
+    or no permission, is one UserError naming the option and the path. Returns the topmost folder it made, if any."""
     where = f"{label}={shown or folder}"
-    ancestor = os.path.abspath(folder)
+    ancestor, made = os.path.abspath(folder), None
     while not os.path.exists(ancestor):
-        ancestor = os.path.dirname(ancestor)
+        ancestor, made = os.path.dirname(ancestor), ancestor
     if not os.path.isdir(ancestor):
         raise UserError(f"cannot write {where}: {ancestor} is a file, not a folder; choose another path") from None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write {where}: {e.strerror or e}; choose a writable path") from None
+    return made
+
+
+@contextlib.contextmanager
+def new_folder(folder, label):
+    """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
+    whole, by two renames: folder aside (.NAME.old-PID), the new one into place. Folder holds the complete old or
+    new content at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
+    which every writer and reader of folder calls first. On any error the new one goes, and so do the folders made
+    for it: until the rename, nothing changes what folder holds."""
+    real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
+    remove_stale_temps(real)  # first: a folder made below would stand where a half swap's old one goes back
+    made = make_folder(folder, label)  # empty for a new name, so that the swap is the same two renames
+    tmp, aside = (os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.{kind}-{os.getpid()}")
+                  for kind in ("tmp", "old"))
+    try:
+        os.mkdir(tmp)
+        yield tmp
+        for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
+            _fsync(os.path.join(tmp, entry), os.O_RDONLY)
+        os.rename(real, aside)
+        try:
+            os.rename(tmp, real)
+        except BaseException:
+            os.rename(aside, real)
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            path = os.path.abspath(folder)
+            while made and path != os.path.dirname(made):  # only where empty: made for this, never one there before
+                os.rmdir(path)
+                path = os.path.dirname(path)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        _fsync(os.path.dirname(real), os.O_RDONLY)
 
 
 @contextlib.contextmanager

@@ -8,25 +8,30 @@ document it ends, so the documents of a file, joined, are the file; one large fi
 
 Every VAL_EVERY-th document, counted over the files in sorted order, goes to val.bin: a fixed share (0.5 %) that
 does not depend on the number of workers. Each document ends with GPT-2's <|endoftext|>, as OpenWebText's bins do
-in NanoGPT. The bins grow under temporary names and are renamed only when whole, meta.json last (any old one is
-removed first): a kill leaves no half-written file under a real name, and the same command starts the job again.
+in NanoGPT. The bins and meta.json grow in a new folder that replaces the old one whole at the end (new_folder): a
+kill or a failure anywhere leaves the old dataset as it was, and the same command starts the job again.
 """
 
 import collections
+import concurrent.futures
+import errno
 import glob
 import hashlib
 import json
 import multiprocessing
 import os
 import re
+import signal
+import stat
+import threading
 import time
 
 import numpy as np
 
-from lib.atomic_files import atomic_path, atomic_write_bytes, make_folder, remove_stale_temps
+from lib.atomic_files import new_folder
 from lib.command_line import UserError
 from lib.memory import format_bytes
-from lib.prepared_data import gpt2_encoding, largest
+from lib.prepared_data import gpt2_encoding, largest, write_meta
 from lib.progress import on_terminal
 
 VAL_EVERY = 200   # document k (from 0) goes to val where k % VAL_EVERY == VAL_EVERY - 1
@@ -37,44 +42,94 @@ LONGEST_DOCUMENT = 1 << 20   # and its greatest
 READ_BYTES = 1 << 20         # what one read of a .txt takes: memory stays a few blocks whatever the file's size
 LONGEST_LINE = 1 << 26       # a .jsonl document's greatest size (64 MiB): its token list in a worker is ~10x that
 BLANK_LINE = re.compile(rb'\n\r?\n')
+CONTROL = bytes(c for c in range(32) if c not in b'\t\n\v\f\r')  # what no text has more than a trace of
+KINDS = ((stat.S_ISDIR, 'a folder'), (stat.S_ISFIFO, 'a pipe'), (stat.S_ISSOCK, 'a socket'))  # else a device
+HELD = "each worker holds a few documents and their token ids; use fewer --workers, or cut the corpus's longest documents"
+
+
+def shown(path):
+    """A path as words, whatever its bytes: a name that is not UTF-8 (Latin-1, say) shows its odd bytes as \\xe9."""
+    return os.fsencode(path).decode('utf-8', 'backslashreplace')
+
+
+def not_a_source(path, pipes=False):
+    """Why path is no source, as words after its name, or None: a regular file (or, named alone, a pipe) is read
+    to its end once; a device would never end, and a dangling link or a loop has nothing to read."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"is a symlink to {shown(os.readlink(path))}, which is not there" if os.path.islink(path) else "not found"
+    except OSError as e:
+        return "is a symlink loop" if e.errno == errno.ELOOP else f"cannot be read ({e.strerror})"
+    kind = next((kind for test, kind in KINDS if test(mode)), 'a device')
+    return None if stat.S_ISREG(mode) or pipes and kind == 'a pipe' else \
+        f"is {kind}, not a regular file{' or a pipe' if pipes else ''}"
+
+
+def unchanged(f, path, before):
+    """Refuse f if it changed since before (its os.fstat when opened) while read to its end: its size or the time it
+    was last written. meta.json's sha256 and byte count are of the bytes tokenized, one version of the file."""
+    after = os.fstat(f.fileno())
+    if stat.S_ISREG(before.st_mode) and (f.tell(), after.st_size, after.st_mtime_ns) != \
+            (before.st_size, before.st_size, before.st_mtime_ns):
+        raise UserError(f"{shown(path)} changed while it was read ({before.st_size:,} bytes before, {f.tell():,} read, "
+                        f"{after.st_size:,} after); prepare it when nothing writes to it")
+
+
+def check_text(data, where):
+    """NULs and other control characters are valid UTF-8, so a binary file or UTF-16 decodes: refused here instead."""
+    share = 1 - len(data.translate(None, CONTROL)) / max(len(data), 1)
+    if share > 0.1:
+        raise UserError(f"{where} is not text: {share:.0%} of its bytes are NUL or other control characters (a binary "
+                        f"file? UTF-16?); give UTF-8 text")
 
 
 def is_corpus(input_path):
-    """--input names a corpus (a folder, or a glob pattern) rather than one file."""
-    return os.path.isdir(input_path) or any(c in input_path for c in '*?[')
+    """--input names a corpus (a folder, or a glob pattern) rather than one file; a path that exists is no pattern."""
+    return os.path.isdir(input_path) or not os.path.lexists(input_path) and any(c in input_path for c in '*?[')
 
 
 def corpus_files(input_path):
-    """The corpus's .txt and .jsonl files, sorted: the order that numbers its documents; and the folders the pattern
-    met, which are not read (a note says so)."""
-    pattern = os.path.join(input_path, '*') if os.path.isdir(input_path) else input_path
-    found = glob.glob(pattern)
-    files = sorted(p for p in found if os.path.isfile(p) and p.endswith(SUFFIXES))
-    folders = sorted(p for p in found if os.path.isdir(p))
+    """The corpus's .txt and .jsonl files, sorted: the order that numbers its documents. What else the pattern met
+    is not read, and a note says so: folders, and names that are no regular file (a device, a dangling link)."""
+    pattern = os.path.join(glob.escape(input_path), '*') if os.path.isdir(input_path) else input_path
+    found = sorted(glob.glob(pattern))
+    folders = [p for p in found if os.path.isdir(p)]
+    odd = {p: why for p in found if p.endswith(SUFFIXES) and p not in folders and (why := not_a_source(p))}
+    files = [p for p in found if p.endswith(SUFFIXES) and p not in folders and p not in odd]
     if not files:
         deeper = os.path.join(input_path, '*', '*.jsonl')
         inside = f"; its {len(folders)} folder(s) are not read: give a pattern such as {deeper}" if folders else ""
-        raise UserError(f"--input={input_path} holds no .txt or .jsonl file{inside}")
-    return files, folders
+        inside += ''.join(f"; {shown(p)} {why}" for p, why in odd.items())
+        raise UserError(f"--input={shown(input_path)} holds no .txt or .jsonl file{inside}")
+    if folders:
+        print(f"note: --input={shown(input_path)} has {len(folders)} folder(s) beside its files, not read (as "
+              f"{shown(folders[0])}); give a pattern to take them")
+    for p, why in odd.items():
+        print(f"note: {shown(p)} {why}; not read")
+    return files
 
 
-def documents(files, digest):
-    """Each document as (bytes read, text), in order; digest (hashlib) sees every byte read. What is not UTF-8 text,
-    or a line that is not a JSON object whose "text" is a string, is one UserError naming the file and the line (or
-    the byte), as the one-file path's: nothing is replaced in silence, and no worker meets a number where it expects
-    text."""
+def documents(files, digest, read_bytes):
+    """Each document as (bytes read, text), in order; digest (hashlib) sees every byte read, read_bytes[0] counts
+    them. What is not text, or a line that is not a JSON object whose "text" is a string, is one UserError naming the
+    file and the line (or the byte), as the one-file path's: no worker meets a number where it expects text."""
     for path in files:
         with open(path, 'rb') as f:
-            if path.endswith('.txt'):
-                yield from text_documents(f, path, digest)
-                continue
-            for number, line in enumerate(iter(lambda: f.readline(LONGEST_LINE + 1), b''), 1):
-                digest.update(line)
-                if len(line) > LONGEST_LINE:  # read no further: one line must not fill a worker's memory
-                    raise UserError(f"{path}:{number} is longer than {format_bytes(LONGEST_LINE)}; a .jsonl line is one "
-                                    f"document (cut a longer text into several, or give it as a .txt)")
-                if line.strip():
-                    yield len(line), json_text(decoded(line, f"{path}:{number}"), f"{path}:{number}")
+            before = os.fstat(f.fileno())
+            yield from (text_documents if path.endswith('.txt') else jsonl_documents)(f, shown(path), digest)
+            unchanged(f, path, before)
+            read_bytes[0] += f.tell()
+
+
+def jsonl_documents(f, where, digest):
+    for number, line in enumerate(iter(lambda: f.readline(LONGEST_LINE + 1), b''), 1):
+        digest.update(line)
+        if len(line) > LONGEST_LINE:  # read no further: one line must not fill a worker's memory
+            raise UserError(f"{where}:{number} is longer than {format_bytes(LONGEST_LINE)}; a .jsonl line is one "
+                            f"document (cut a longer text into several, or give it as a .txt)")
+        if line.strip():
+            yield len(line), json_text(decoded(line, f"{where}:{number}"), f"{where}:{number}")
 
 
 def json_text(line, where):
@@ -90,7 +145,7 @@ def json_text(line, where):
         raise UserError(f"{where} is not a JSON object whose \"text\" is a string (one document a line: "
                         f"{{\"text\": \"...\"}})")
     try:
-        text.encode('utf-8')
+        check_text(text.encode('utf-8'), f'{where}\'s "text"')
     except UnicodeEncodeError as e:  # "\ud800" in JSON: the tokenizer would replace it in silence
         raise UserError(f"{where} has a lone surrogate (\\u{ord(text[e.start]):04x}) at character {e.start} of its "
                         f"\"text\", which is no character; remove it or pair it") from None
@@ -129,10 +184,22 @@ def document_end(buffer, start, final):
 
 def decoded(data, where, offset=0):
     try:
-        return data.decode('utf-8')
+        text = data.decode('utf-8')
     except UnicodeDecodeError as e:
         raise UserError(f"{where} is not UTF-8 text (bad byte at offset {offset + e.start}); convert it to "
                         f"UTF-8") from None
+    check_text(data, f"{where} from offset {offset:,}" if offset else where)
+    return text
+
+
+def follow(parent):
+    """A worker's start: it ends with prepare.py, which a SIGKILL (the OOM killer's) ends without a word to it, and
+    whose queue it would wait on forever."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def encode_chunk(chunk):
@@ -161,57 +228,61 @@ def chunks(docs, read):
 def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     """Tokenize the corpus into data_dir's train.bin, val.bin and meta.json; returns meta."""
     from tqdm import tqdm
-    files, folders = corpus_files(input_path)
-    if folders:
-        print(f"note: --input={input_path} has {len(folders)} folder(s) beside its files, not read (as "
-              f"{folders[0]}); give a pattern to take them")
-    total = sum(os.path.getsize(p) for p in files)
+    files = corpus_files(input_path)
     n_vocab = gpt2_encoding().n_vocab  # missing tiktoken files: one line now, not one per worker
     workers = workers or os.cpu_count() or 1
-    make_folder(data_dir, '--out_dir')  # a file in the way is one line
-    for name in ('train.bin', 'val.bin', 'meta.json'):
-        remove_stale_temps(os.path.join(data_dir, name))
-    meta_path = os.path.join(data_dir, 'meta.json')
-    digest, read, counts, top, started = hashlib.sha256(), [0], [0, 0], [-1, -1], time.monotonic()
-    bar = tqdm(total=total, unit='B', unit_scale=True, disable=not (progress and on_terminal()), desc=dataset)
-    pool = multiprocessing.get_context('spawn').Pool(workers) if workers > 1 else None
+    digest, read, source_bytes, counts, top, started = hashlib.sha256(), [0], [0], [0, 0], [-1, -1], time.monotonic()
+    bar = tqdm(total=sum(os.path.getsize(p) for p in files), unit='B', unit_scale=True,
+               disable=not (progress and on_terminal()), desc=dataset)
+    pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context('spawn'), initializer=follow,
+                                                  initargs=(os.getpid(),)) if workers > 1 else None
     try:
-        with atomic_path(os.path.join(data_dir, 'train.bin')) as train_tmp, \
-                atomic_path(os.path.join(data_dir, 'val.bin')) as val_tmp, \
-                open(train_tmp, 'wb') as train_file, open(val_tmp, 'wb') as val_file:
-            waiting = collections.deque()  # results in document order, at most 2 a worker ahead of the writer
+        with new_folder(data_dir, '--out_dir') as tmp:
+            with open(os.path.join(tmp, 'train.bin'), 'wb') as train_file, \
+                    open(os.path.join(tmp, 'val.bin'), 'wb') as val_file:
+                waiting = collections.deque()  # results in document order, at most 2 a worker ahead of the writer
 
-            def write(parts):
-                for k, (f, ids) in enumerate(zip((train_file, val_file), parts)):
-                    ids.tofile(f)
-                    counts[k] += len(ids)
-                    top[k] = max(top[k], largest(ids))
-                bar.update(read[0] - bar.n)
-                bar.set_postfix(tokens_s=f"{sum(counts) / max(time.monotonic() - started, 1e-9):,.0f}", refresh=False)
-            for chunk in chunks(documents(files, digest), read):
-                if pool is None:
-                    write(encode_chunk(chunk))
-                    continue
-                waiting.append(pool.apply_async(encode_chunk, (chunk,)))
-                while len(waiting) >= 2 * workers:
-                    write(waiting.popleft().get())
-            while waiting:
-                write(waiting.popleft().get())
-            if counts[0] == 0 or counts[1] == 0:  # refused while the new bins are temporaries: the old dataset stays
-                raise UserError(f"--input={input_path} gives {counts[0]:,} training and {counts[1]:,} validation "
-                                f"tokens: val takes every {VAL_EVERY}th document (a .jsonl line, or about "
+                def write(parts):
+                    for k, (f, ids) in enumerate(zip((train_file, val_file), parts)):
+                        f.write(ids)  # not ids.tofile(f): numpy's short write on a full disk has no errno
+                        counts[k] += len(ids)
+                        top[k] = max(top[k], largest(ids))
+                    bar.update(read[0] - bar.n)
+                    bar.set_postfix(tokens_s=f"{sum(counts) / max(time.monotonic() - started, 1e-9):,.0f}",
+                                    refresh=False)
+                for chunk in chunks(documents(files, digest, source_bytes), read):
+                    waiting.append(pool.submit(encode_chunk, chunk) if pool else chunk)
+                    while len(waiting) >= 2 * workers:
+                        write(result(waiting.popleft(), pool))
+                while waiting:
+                    write(result(waiting.popleft(), pool))
+            if counts[0] == 0 or counts[1] == 0:
+                raise UserError(f"--input={shown(input_path)} gives {counts[0]:,} training and {counts[1]:,} "
+                                f"validation tokens: val takes every {VAL_EVERY}th document (a .jsonl line, or about "
                                 f"{DOCUMENT_BYTES // 1024} KiB of a .txt), so a corpus needs at least {VAL_EVERY} "
                                 f"documents")
-            if os.path.exists(meta_path):  # every check passed: from the bins' renames to the new meta.json, the
-                os.remove(meta_path)        # folder must not claim the old data
+            meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=n_vocab, dtype='uint16',
+                        train_tokens=counts[0], val_tokens=counts[1], source=f"{len(files)} files of {shown(input_path)}",
+                        source_bytes=source_bytes[0], source_sha256=digest.hexdigest(),
+                        source_location=shown(os.path.abspath(input_path)),
+                        val_documents=f"every {VAL_EVERY}th document, from document {VAL_EVERY - 1}",
+                        largest_id=dict(train=top[0], val=top[1]))  # what train.py checks the vocabulary against
+            write_meta(tmp, meta)
     finally:
         bar.close()
-        if pool is not None:
-            pool.terminate()
-    meta = dict(dataset=dataset, tokenizer='gpt2', vocab_size=n_vocab, dtype='uint16',
-                train_tokens=counts[0], val_tokens=counts[1], source=f"{len(files)} files of {input_path}",
-                source_bytes=total, source_sha256=digest.hexdigest(), source_location=os.path.abspath(input_path),
-                val_documents=f"every {VAL_EVERY}th document, from document {VAL_EVERY - 1}",
-                largest_id=dict(train=top[0], val=top[1]))  # what train.py checks the vocabulary against
-    atomic_write_bytes(meta_path, (json.dumps(meta, indent=1, ensure_ascii=False) + '\n').encode('utf-8'))
+        if pool:  # its workers stop now, not after the chunks in hand: Python 3.11's executor has no public way
+            [process.terminate() for process in list((pool._processes or {}).values())]
+            pool.shutdown(wait=False, cancel_futures=True)
     return meta
+
+
+def result(work, pool):
+    """The ids of a chunk (work: a worker's future, or the chunk itself without workers). A worker killed (the OOM
+    killer's SIGKILL) is one line naming it; multiprocessing.Pool would have replaced it and waited forever."""
+    try:
+        return work.result() if pool else encode_chunk(work)
+    except concurrent.futures.process.BrokenProcessPool:  # join: the executor's thread may be reaping its exit code
+        dead = [p for p in list(pool._processes.values()) if p.join(2) or p.exitcode not in (None, 0, -signal.SIGTERM)]
+        how = f"was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and dead[0].exitcode < 0 else "died"
+        who = f"worker process {dead[0].pid}" if dead else "a worker process"
+        raise UserError(f"tokenizing stopped: {who} {how}, most likely by the out-of-memory killer: {HELD}") from None

@@ -8,11 +8,13 @@ import time
 
 import numpy as np
 
+from lib.atomic_files import remove_stale_temps
 from lib.command_line import UserError
 from lib.memory import memory_shortfall, out_of_memory_reason
 
 
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
+FIELDS = dict(dataset=str, source=str, source_location=str, source_sha256=str, source_bytes=int, val_documents=str)
 GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
 
 
@@ -29,7 +31,9 @@ def _prepare_command(data_dir):
 
 
 def load_meta(data_dir):
-    """Read DIR/meta.json and check that it is consistent and that the bins it describes are there and complete."""
+    """Read DIR/meta.json and check that it is consistent, that the bins it describes are there and complete, and
+    that their largest ids are in the vocabulary. A prepare.py killed mid-swap is undone first (new_folder)."""
+    remove_stale_temps(os.path.realpath(data_dir))
     path = os.path.join(data_dir, "meta.json")
     if not os.path.isfile(path):
         raise UserError(f"no prepared data in {data_dir} (meta.json is missing); create it with: {_prepare_command(data_dir)}")
@@ -52,7 +56,16 @@ def load_meta(data_dir):
             raise UserError(f"{bin_path} does not match meta.json: it has {size:,} bytes{odd} where meta.json gives "
                             f"{split}_tokens={tokens:,} ({tokens * itemsize:,} bytes of {meta['dtype']}); re-create "
                             f"both with: {_prepare_command(data_dir)}")
+        if "largest_id" in meta:  # prepare.py records each split's largest, so this reads no split
+            check_token_ids(bin_path, [meta["largest_id"][split]], meta, data_dir)
     return meta
+
+
+def write_meta(data_dir, meta):
+    """meta.json beside the bins it describes, then the whole checked as a reader will check it."""
+    with open(os.path.join(data_dir, "meta.json"), "wb") as f:
+        f.write((json.dumps(meta, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    load_meta(data_dir)
 
 
 def _meta_problem(meta):
@@ -78,7 +91,7 @@ def _meta_problem(meta):
     if meta["vocab_size"] - 1 > np.iinfo(dtype).max:
         return f"gives vocab_size={meta['vocab_size']}, too many ids for dtype={meta['dtype']}"
     bpe_ids = meta.get("bpe_ids")
-    if bpe_ids is not None:
+    if "bpe_ids" in meta:
         # A compact GPT-2 vocabulary: id i is GPT-2's bpe_ids[i]; a list that does not fit would decode wrongly.
         if meta["tokenizer"] != "gpt2":
             return f"gives bpe_ids with tokenizer={meta['tokenizer']!r}; a compact vocabulary is GPT-2 BPE only"
@@ -89,8 +102,11 @@ def _meta_problem(meta):
             shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
             return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
                     f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
+    wrong = [key for key, kind in FIELDS.items() if key in meta and not isinstance(meta[key], kind)]
+    if wrong:
+        return f"gives {wrong[0]}={meta[wrong[0]]!r}; it must be {'text' if FIELDS[wrong[0]] is str else 'an integer'}"
     largest = meta.get("largest_id")
-    if largest is not None and not (isinstance(largest, dict) and all(
+    if "largest_id" in meta and not (isinstance(largest, dict) and all(
             isinstance(largest.get(split), int) and not isinstance(largest.get(split), bool) and largest[split] >= -1
             for split in ("train", "val"))):
         return f"gives largest_id={largest!r}; it must be {{\"train\": ID, \"val\": ID}}, each an integer >= -1"
@@ -107,7 +123,7 @@ def _meta_problem(meta):
 def check_token_ids(bin_path, tokens, meta, data_dir):
     """Every id of a split (tokens, as read from bin_path) must name a token of meta's vocabulary:
     otherwise the model's embedding lookup fails deep inside a forward pass."""
-    if len(tokens) and (top := int(tokens.max())) >= meta["vocab_size"]:
+    if len(tokens) and (top := int(np.max(tokens))) >= meta["vocab_size"]:
         raise UserError(f"{bin_path} holds token id {top} but {os.path.join(data_dir, 'meta.json')} gives "
                         f"vocab_size={meta['vocab_size']} (ids 0 to {meta['vocab_size'] - 1}): the meta.json is stale "
                         f"or was edited; re-create both with: {_prepare_command(data_dir)}")
@@ -193,11 +209,8 @@ def check_data_fits(data_dir, meta, limit):
     """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
     a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
     overcommits would let numpy read until the kernel killed it."""
-    itemsize = np.dtype(meta['dtype']).itemsize
-    try:
-        sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
-    except OSError:
-        return  # load_splits names the file it cannot read
+    itemsize = np.dtype(meta['dtype']).itemsize  # load_meta has found both bins
+    sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
     tokens = sum(n for n in sizes if 8 * n <= limit)
     short = memory_shortfall(8 * tokens, 'cpu')
     if short:
@@ -255,13 +268,10 @@ def load_splits(cfg, in_memory_max_bytes=None):
         try:
             tokens = np.memmap(path, dtype=np.dtype(meta['dtype']), mode='r') if os.path.getsize(path) else \
                 np.zeros(0, dtype=np.dtype(meta['dtype']))
-            # Every id must be in the vocabulary (an IndexError deep in the model otherwise): prepare.py records each
-            # split's largest, so a start reads a few pages, not the corpus; a dataset prepared before it is scanned.
-            if 'largest_id' in meta:
-                check_token_ids(path, np.array([meta['largest_id'][split]]), meta, data_dir)
-            else:
-                for start in range(0, len(tokens), CHECK_CHUNK):
-                    check_token_ids(path, tokens[start:start + CHECK_CHUNK], meta, data_dir)
+            # Every id must be in the vocabulary (an IndexError deep in the model otherwise): load_meta checked the
+            # largest that prepare.py records; a dataset prepared before it did is scanned.
+            for start in range(0, len(tokens) if 'largest_id' not in meta else 0, CHECK_CHUNK):
+                check_token_ids(path, tokens[start:start + CHECK_CHUNK], meta, data_dir)
             if len(tokens) <= cfg['block_size']:
                 raise UserError(f"{path} has {len(tokens)} tokens, fewer than one context window plus one "
                                 f"(--block_size={cfg['block_size']}); use a smaller --block_size or more text")

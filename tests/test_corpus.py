@@ -2,8 +2,10 @@
 reads, each document as the one-file path tokenizes it, every 200th document in val, and a kill leaves no
 half-written file (lib/corpus.py)."""
 
+import hashlib
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -55,6 +57,8 @@ def test_each_document_is_tokenized_as_the_one_file_path_does_and_every_200th_is
     assert split_documents(val, encoding.eot_token) == [encoding.encode_ordinary(docs[k]) for k in (199, 399)]
     assert (meta['train_tokens'], meta['val_tokens'], meta['vocab_size']) == (len(train), len(val), 50257)
     assert meta['largest_id'] == {'train': int(train.max()), 'val': int(val.max())}  # what a start checks
+    read = b''.join((folder / name).read_bytes() for name in sorted(os.listdir(folder)) if name != 'notes.md')
+    assert (meta['source_bytes'], meta['source_sha256']) == (len(read), hashlib.sha256(read).hexdigest())
     # the one-file path on one document's text gives its tokens too (train and val together)
     one = tmp_path / 'one.txt'
     one.write_text(docs[7], encoding='utf-8')
@@ -110,8 +114,7 @@ def test_a_kill_midway_leaves_no_prepared_folder_and_the_same_command_finishes_t
     monkeypatch.setattr(corpus, 'encode_chunk', killed)
     with pytest.raises(KeyboardInterrupt):
         prepared(folder, tmp_path / 'out', workers=1)
-    data_dir = tmp_path / 'out' / 'c'
-    assert sorted(os.listdir(data_dir)) == []  # no bin under its real name, no meta.json, no temporary left
+    assert not (tmp_path / 'out').exists()  # no dataset folder, no temporary, not even the --out_dir made for them
     monkeypatch.setattr(corpus, 'encode_chunk', real)
     again, _ = prepared(folder, tmp_path / 'out', workers=1)
     whole, _ = prepared(folder, tmp_path / 'whole', workers=1)
@@ -127,6 +130,10 @@ def test_a_corpus_file_that_is_not_json_lines_with_text_is_one_line_naming_it(tm
         prepare.main([f'--input={tmp_path / "c" / "*.md"}', f'--out_dir={tmp_path / "out"}'])
     with pytest.raises(UserError, match='--tokenizer=gpt2'):
         prepare.main([f'--input={tmp_path / "c"}', '--tokenizer=char', f'--out_dir={tmp_path / "out"}'])
+
+
+class Link(str):
+    """A symbolic link to make, where BAD_CORPORA gives a file's content."""
 
 
 # A rejected prepare.py leaves data/ as it was: each bad corpus or option against a dataset prepared before, the
@@ -177,6 +184,13 @@ BAD_CORPORA = {
     'progress_not_a_boolean': ({'a.txt': 'x'}, ['--progress=maybe'], r'--progress expects a boolean'),
     'an_unknown_tokenizer': ({'a.txt': 'x'}, ['--tokenizer=gpt3'], r"--tokenizer='gpt3' is not allowed; choose one"),
     'a_misspelt_option': ({'a.txt': 'x'}, ['--worker=2'], r'unknown key --worker; did you mean --workers\?'),
+    'mostly_nul': ({'a.txt': '\0' * 300}, [], r'a\.txt is not text: 100% of its bytes are NUL or other control'),
+    'nul_in_a_json_text': ({'x.jsonl': '{"text": "ok"}\n{"text": "\\u0000\\u0000 a"}\n'}, [],
+                           r'x\.jsonl:2\'s "text" is not text: 50% of its bytes are NUL'),
+    'a_latin1_file_name': ({'caf\udce9.txt': b'caf\xe9'}, [], r'caf\\xe9\.txt is not UTF-8 text \(bad byte at offset 3'),
+    'only_a_dangling_link': ({'a.txt': Link('nowhere.txt')}, [],
+                             r'holds no \.txt or \.jsonl file; .*a\.txt is a symlink to nowhere\.txt, which is not there$'),
+    'only_a_device': ({'a.txt': Link('/dev/zero')}, [], r'a\.txt is a device, not a regular file$'),
 }
 
 
@@ -199,7 +213,10 @@ def test_a_rejected_corpus_is_one_line_and_leaves_the_prepared_dataset_as_it_was
     folder = tmp_path / 'corpus'
     for name, content in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode('utf-8'))
+        if isinstance(content, Link):
+            (folder / name).symlink_to(content)
+        else:
+            (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode('utf-8'))
     with pytest.raises(UserError, match=message):  # the later of two same options wins, as on the command line
         prepare.main([f'--input={folder}', f'--out_dir={out}', f'--dataset={dataset}', '--workers=1',
                       *(flag.format(corpus=folder) for flag in flags)])
@@ -229,4 +246,55 @@ def test_a_fault_midway_is_one_line_and_leaves_the_prepared_dataset_as_it_was(fa
     monkeypatch.setattr(corpus, 'largest', failing)
     assert_one_line_error(run_in_process('prepare.py', f'--input={folder}', f'--out_dir={out}', '--dataset=c',
                                          '--workers=1'), fragment)
+    assert folder_bytes(out / 'c') == held
+
+
+def test_what_is_not_a_regular_file_is_a_note_and_the_rest_is_read(folder, tmp_path, capsys):
+    corpus_dir = tmp_path / 'corpus'
+    shutil.copytree(folder, corpus_dir)
+    for name, target in [('zero.txt', '/dev/zero'), ('gone.jsonl', 'nowhere'), ('loop.txt', 'loop.txt')]:
+        (corpus_dir / name).symlink_to(target)
+    capsys.readouterr()
+    (train, val), meta = prepared(corpus_dir, tmp_path / 'out', workers=1)
+    assert capsys.readouterr().out.splitlines()[:3] == [
+        f'note: {corpus_dir}/gone.jsonl is a symlink to nowhere, which is not there; not read',
+        f'note: {corpus_dir}/loop.txt is a symlink loop; not read',
+        f'note: {corpus_dir}/zero.txt is a device, not a regular file; not read']
+    assert meta['source'] == f'151 files of {corpus_dir}'
+
+
+def test_a_corpus_file_that_grows_while_read_is_refused(folder, tmp_path, monkeypatch):
+    out = tmp_path / 'out'
+    prepared(folder, out, workers=1)
+    held = folder_bytes(out / 'c')
+    corpus_dir = tmp_path / 'corpus'
+    shutil.copytree(folder, corpus_dir)
+    grows = corpus_dir / 'a.jsonl'
+    real_open = open
+
+    class Appended:  # a writer adds a document while the first line is read
+        def __init__(self, *args):
+            self.f = real_open(*args)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def readline(self, *args):
+            line = self.f.readline(*args)
+            if self.f.tell() == len(line):
+                with real_open(grows, 'a') as f:
+                    f.write('{"text": "one more"}\n')
+            return line
+    monkeypatch.setattr(corpus, 'open', lambda path, *args: Appended(path, *args) if path == str(grows)
+                        else real_open(path, *args), raising=False)
+    size = grows.stat().st_size
+    with pytest.raises(UserError, match=rf'^{grows} changed while it was read \({size:,} bytes before, '
+                                        rf'{size + 21:,} read, {size + 21:,} after\); prepare it when nothing writes'):
+        prepared(corpus_dir, out, workers=1)
     assert folder_bytes(out / 'c') == held

@@ -10,9 +10,10 @@ import tarfile
 import numpy as np
 import pytest
 
-from lib import prepared_data
+from lib import corpus as lib_corpus, prepared_data
 import prepare
 from lib.command_line import UserError
+from tests.conftest import assert_one_line_error, run_in_process
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_TINY = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "tinyshakespeare.txt")
@@ -214,17 +215,19 @@ def test_registry_archive_is_assembled_without_folio_duplicates(tmp_path):
     assert "FOLIO" not in text and "\r" not in text and "metadata" not in text
 
 
-def test_interrupted_rewrite_leaves_no_meta_and_no_temp_files(tmp_path, monkeypatch):
+def test_an_interrupted_rewrite_leaves_the_old_dataset_and_no_temporary(tmp_path, monkeypatch):
     _, data_dir = prepared(tmp_path)
+    held = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
 
-    def interrupted(path, data):
+    def interrupted(folder, meta):
         raise KeyboardInterrupt
-    monkeypatch.setattr(prepare, "atomic_write_bytes", interrupted)
+    monkeypatch.setattr(prepare, "write_meta", interrupted)
+    (tmp_path / "book.txt").write_text("another text, another vocabulary\n" * 9, encoding="utf-8")
     with pytest.raises(KeyboardInterrupt):
         prepare.main([f"--input={tmp_path / 'book.txt'}", f"--out_dir={tmp_path / 'data'}"])
-    assert sorted(os.listdir(data_dir)) == ["train.bin", "val.bin"]
-    with pytest.raises(UserError, match="python prepare.py --input=FILE --dataset=book --out_dir="):
-        prepared_data.load_meta(data_dir)
+    assert {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))} == held
+    assert os.listdir(tmp_path / "data") == ["book"]
+    assert prepared_data.load_meta(data_dir)["train_tokens"] == len(TEXT) * 9 // 10
 
 
 def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
@@ -256,8 +259,14 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
                           "characters"),
     (dict(chars="abc"), "gives vocab_size=53 but chars is a str"),
     (dict(bpe_ids=[1, 2]), "gives bpe_ids with tokenizer='char'; a compact vocabulary is GPT-2 BPE only"),
+    (dict(bpe_ids=None), "gives bpe_ids with tokenizer='char'"),
+    (dict(largest_id=None), 'gives largest_id=None; it must be {"train": ID, "val": ID}, each an integer >= -1'),
+    (dict(largest_id={"train": "52", "val": 52}), "gives largest_id={'train': '52', 'val': 52}; it must be"),
+    (dict(source_bytes="12"), "gives source_bytes='12'; it must be an integer"),
+    (dict(dataset=["tiny"]), "gives dataset=['tiny']; it must be text"),
 ], ids=["not_an_object", "vocab_size_text", "val_tokens_bool", "tokenizer", "signed_dtype", "unknown_dtype",
-        "dtype_too_narrow", "chars_count", "chars_text", "bpe_ids_with_chars"])
+        "dtype_too_narrow", "chars_count", "chars_text", "bpe_ids_with_chars", "bpe_ids_null", "largest_id_null",
+        "largest_id_text", "source_bytes_text", "dataset_a_list"])
 def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny_data, tmp_path):
     # A meta.json that was edited by hand, or left from another run: one line naming the field.
     data_dir = tmp_path / "tiny"
@@ -272,6 +281,16 @@ def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny
     assert message.endswith(f"; re-create it with: python prepare.py --input=FILE --dataset=tiny --out_dir={tmp_path}")
 
 
+def test_load_meta_checks_the_largest_ids_meta_json_records_against_its_vocabulary(tiny_data, tmp_path):
+    data_dir = tmp_path / "tiny"
+    shutil.copytree(os.path.join(tiny_data, "tiny"), data_dir)
+    meta = json.loads((data_dir / "meta.json").read_text(encoding="utf-8"))
+    (data_dir / "meta.json").write_text(json.dumps(dict(meta, largest_id={"train": 52, "val": 53})), encoding="utf-8")
+    with pytest.raises(UserError, match=rf"^{data_dir / 'val.bin'} holds token id 53 but {data_dir / 'meta.json'} "
+                                        rf"gives vocab_size=53 \(ids 0 to 52\): the meta.json is stale or was edited"):
+        prepared_data.load_meta(data_dir)
+
+
 def test_a_named_source_may_go_to_a_folder_of_its_own(tmp_path):
     # the complete works beside tiny shakespeare's folders, not over them (experiment 7's corpus)
     os.makedirs(tmp_path / "_sources")
@@ -282,3 +301,109 @@ def test_a_named_source_may_go_to_a_folder_of_its_own(tmp_path):
     meta = prepared_data.load_meta(tmp_path / "works")
     assert meta["source"] == prepare.SOURCES["registry"]["name"] and meta["tokenizer"] == "char"
     assert meta["train_tokens"] + meta["val_tokens"] == len(TEXT)
+
+
+# ---------------------------------------------------------------- what is read is what meta.json records
+
+def test_only_a_regular_file_or_a_pipe_is_read_and_a_path_that_exists_is_never_a_pattern(tmp_path):
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere.txt")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for path, problem in [("/dev/zero", "is a device, not a regular file or a pipe"),
+                          (tmp_path / "gone", f"is a symlink to {tmp_path / 'nowhere.txt'}, which is not there"),
+                          (tmp_path / "loop", "is a symlink loop")]:
+        result = run_prepare(f"--input={path}", f"--out_dir={tmp_path / 'data'}")
+        assert result.returncode == 2 and result.stderr == f"error: --input file {problem}: {path}\n"
+    assert not (tmp_path / "data").exists()
+    # a pipe is read to its end: the shell's --input=<(...) or a named one
+    os.mkfifo(tmp_path / "pipe")
+    writer = subprocess.Popen(["sh", "-c", f"printf '{TEXT}' > {tmp_path / 'pipe'}"])
+    result = run_prepare(f"--input={tmp_path / 'pipe'}", f"--out_dir={tmp_path / 'data'}")
+    writer.wait(timeout=60)
+    assert result.returncode == 0, result.stderr
+    meta = prepared_data.load_meta(tmp_path / "data" / "pipe")
+    assert meta["source_bytes"] == len(TEXT.encode()) and meta["source_sha256"] == hashlib.sha256(TEXT.encode()).hexdigest()
+    # brackets in a name that exists are its characters, not a glob pattern (which would read d1/)
+    for name in ("d[1]", "d1"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "d[1]" / "a.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "d1" / "b.txt").write_text("not this one", encoding="utf-8")
+    prepared(tmp_path, TEXT, name="book[1].txt")
+    assert prepared_data.load_meta(tmp_path / "data" / "book_1_")["source"] == "book[1].txt"
+    assert not prepare.is_corpus(str(tmp_path / "book[1].txt")) and prepare.is_corpus(str(tmp_path / "d[1]"))
+    assert lib_corpus.corpus_files(str(tmp_path / "d[1]")) == [str(tmp_path / "d[1]" / "a.txt")]
+
+
+def test_a_file_that_changes_while_read_is_refused_and_the_old_dataset_stays(tmp_path, monkeypatch):
+    source, data_dir = prepared(tmp_path)
+    held = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
+    real_open = open
+
+    class Rewritten:  # the same size, written again while it is read: only its modification time says so
+        def __init__(self, *args):
+            self.f = real_open(*args)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def read(self, *args):
+            data = self.f.read(*args)
+            stat = os.stat(source)
+            os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10 ** 9))
+            return data
+    monkeypatch.setattr(prepare, "open", lambda path, mode="r", *args: Rewritten(path, mode) if path == str(source)
+                        else real_open(path, mode, *args), raising=False)
+    with pytest.raises(UserError, match=rf"^{source} changed while it was read \(1,820 bytes before, 1,820 read, "
+                                        rf"1,820 after\); prepare it when nothing writes to it$"):
+        prepare.main([f"--input={source}", f"--out_dir={tmp_path / 'data'}"])
+    assert {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))} == held
+
+
+@pytest.mark.parametrize("content, share", [(b"\0" * 4000, "100%"), ("plain text\n".encode("utf-16-le") * 40, "50%")],
+                         ids=["all_nul", "utf16_without_bom"])
+def test_a_text_that_is_mostly_nul_or_control_characters_is_refused(content, share, tmp_path):
+    source = tmp_path / "blob.txt"
+    source.write_bytes(content)  # valid UTF-8 all the same
+    result = run_prepare(f"--input={source}", f"--out_dir={tmp_path / 'data'}")
+    assert result.returncode == 2 and result.stderr == (
+        f"error: --input file {source} is not text: {share} of its bytes are NUL or other control characters (a "
+        f"binary file? UTF-16?); give UTF-8 text\n")
+
+
+def test_a_file_name_in_any_bytes_is_shown_and_recorded_escaped(tmp_path):
+    latin1 = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.txt")  # not UTF-8: a surrogate in a str
+    with open(latin1, "wb") as f:
+        f.write(TEXT.encode("utf-8"))
+    result = run_prepare(f"--input={latin1}", f"--out_dir={tmp_path / 'data'}", "--dataset=cafe")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "corpus: caf\\xe9.txt, 1,820 bytes" in result.stdout
+    meta = prepared_data.load_meta(tmp_path / "data" / "cafe")
+    assert (meta["source"], meta["source_location"]) == ("caf\\xe9.txt", f"{tmp_path}/caf\\xe9.txt")
+    with open(latin1, "wb") as f:
+        f.write(b"caf\xe9")
+    result = run_prepare(f"--input={latin1}", f"--out_dir={tmp_path / 'data'}", "--dataset=cafe")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"error: --input file is not UTF-8 text: {tmp_path}/caf\\xe9.txt has byte 0xe9 at offset 3 (line 1)"]
+
+
+@pytest.mark.parametrize("path", ["one_file", "corpus"])
+def test_a_full_disk_is_one_line_naming_the_folder_and_the_old_dataset_stays(path, tmp_path, monkeypatch, gpt2_files):
+    # numpy's tofile reports a short write as "8 requested and 0 written", with no errno: the bins are written with
+    # file.write, whose error is the kernel's own. /dev/full is a disk that is always full.
+    _, data_dir = prepared(tmp_path)
+    held = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
+    real_open = open
+    full = lambda file, mode="r", *args: real_open("/dev/full" if str(file).endswith(".bin") else file, mode, *args)
+    monkeypatch.setattr(lib_corpus if path == "corpus" else prepare, "open", full, raising=False)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.jsonl").write_text("".join(json.dumps({"text": TEXT}) + "\n" for _ in range(400)))
+    source = tmp_path / ("c" if path == "corpus" else "book.txt")
+    result = run_in_process("prepare.py", f"--input={source}", f"--out_dir={tmp_path / 'data'}", "--dataset=book",
+                            "--workers=1", *(["--tokenizer=gpt2"] if path == "corpus" else []))
+    assert_one_line_error(result, f"cannot read or write {data_dir}: No space left on device")
+    assert {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))} == held

@@ -130,6 +130,9 @@ BAD_INPUTS = {
                                  "integer type", 're-create it with: python prepare.py']),
     'meta_chars_disagree': ('train.py', ['--data_dir={tmp}/chars_mismatch'],
                             ['meta.json gives vocab_size=40 but chars has 53 entries']),
+    'meta_largest_id_null': ('train.py', ['--data_dir={tmp}/null_largest_id'],
+                             ['{tmp}/null_largest_id/tiny/meta.json gives largest_id=None; it must be {{"train": ID, '
+                              '"val": ID}}', 're-create it with: python prepare.py']),
     'resume_other_vocabulary': ('train.py', ['--out_dir={run}', '--init_from=resume', '--data_dir={other}'],
                                 ["was trained on dataset 'tiny' (char, vocab 53)", 'another vocabulary',
                                  'resume on the data it was trained on']),
@@ -225,6 +228,7 @@ BROKEN_DATA = {
     'odd_bin': lambda folder, meta: open(folder / 'train.bin', 'ab').write(b'\0'),  # half a uint16 more
     'float_dtype': lambda folder, meta: meta.update(dtype='float16'),
     'chars_mismatch': lambda folder, meta: meta.update(vocab_size=40),
+    'null_largest_id': lambda folder, meta: meta.update(largest_id=None),
 }
 
 
@@ -279,7 +283,7 @@ def test_bad_input_gets_one_clear_line(case, bad_input_results):
     assert_one_line_error(result, *fragments)
 
 
-@pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size',
+@pytest.mark.parametrize('case', ['n_embd_not_divisible_by_n_head', 'stale_meta_vocab_size', 'meta_largest_id_null',
                                   'batch_too_large_for_memory', 'model_too_large_for_memory', 'ablate_batch_too_large'])
 @pytest.mark.xdist_group('bad_input')
 def test_a_mistake_leaves_no_out_dir_behind(case, bad_input_results):
@@ -680,17 +684,18 @@ def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn
     for name, text in texts.items():
         (tmp_path / f'{name}.txt').write_text(text, encoding='utf-8')
         expected[hashlib.sha256(text.encode('utf-8')).hexdigest()] = prepare.tokenize(text, 'char')[0]
-    data_dir = tmp_path / 'data' / 'book'
+    data_root = tmp_path / 'data'
+    data_dir = data_root / 'book'
     rng = random.Random(0)
     states, victims, killed_writing = [], [], 0
     for trial in range(PREPARE_KILLS + 1):
         process = spawn('prepare.py', f"--input={tmp_path / ('ab'[trial % 2] + '.txt')}", '--dataset=book',
-                        f'--out_dir={tmp_path / "data"}')
+                        f'--out_dir={data_root}')
         if trial == PREPARE_KILLS:  # the last run completes
             assert process.wait(timeout=120) == 0, process.stderr.read()
         else:
             if trial % 2:  # as soon as it writes, give or take
-                while process.poll() is None and not (data_dir.exists() and temp_files(data_dir)):
+                while process.poll() is None and not (data_root.exists() and temp_files(data_root)):
                     time.sleep(0.0005)
                 time.sleep(rng.uniform(0, 0.01))
             else:
@@ -698,30 +703,27 @@ def test_prepare_killed_midway_leaves_a_complete_dataset_or_none(tmp_path, spawn
             process.kill()
             process.wait()
             victims.append(process.pid)
-        # Partial files are only ever those of killed runs, and the last, complete run removed them all.
-        left = temp_files(data_dir) if data_dir.exists() else []
+        # The new dataset grows in a folder beside the old one (.book.tmp-PID): only killed runs leave one.
+        left = temp_files(data_root) if data_root.exists() else []
         assert all(int(name.rsplit('-', 1)[1]) in victims for name in left), left
         killed_writing += any(name.endswith(f'-{process.pid}') for name in left)
-        if not (data_dir / 'meta.json').exists():
-            state = 'no meta.json'
-            with pytest.raises(UserError, match='create it with: python prepare.py --input=FILE --dataset=book'):
-                prepared_data.load_meta(data_dir)
+        if trial == 0 and not data_dir.exists():
+            state = 'none yet'
         else:
             state = 'complete'
-            meta = prepared_data.load_meta(data_dir)  # sizes agree with meta.json
+            meta = prepared_data.load_meta(data_dir)  # sizes agree with meta.json, after undoing a half swap
             ids = np.concatenate([np.fromfile(data_dir / 'train.bin', dtype=np.uint16),
                                   np.fromfile(data_dir / 'val.bin', dtype=np.uint16)])
             assert np.array_equal(ids, expected[meta['source_sha256']])  # and the content is that input's, whole
         if trial < PREPARE_KILLS:
             states.append(state)
-    assert state == 'complete' and temp_files(data_dir) == []
-    print(f"\nprepare.py: {PREPARE_KILLS} kills, {killed_writing} while writing a file; left "
-          f"{states.count('complete')} complete datasets and {states.count('no meta.json')} without meta.json")
-    assert 'no meta.json' in states  # some kills did land while it wrote
+    assert state == 'complete' and temp_files(data_root) == [] and os.listdir(data_root) == ['book']
+    print(f"\nprepare.py: {PREPARE_KILLS} kills, {killed_writing} while writing; left {states.count('complete')} "
+          f"complete datasets")
+    assert killed_writing  # some kills did land while it wrote
 
-    # What train.py then says about a folder left without meta.json.
+    # What train.py then says about a folder left without meta.json (by hand: prepare.py no longer leaves one).
     os.remove(data_dir / 'meta.json')
-    data_root = tmp_path / 'data'
     result = run_in_process('train.py', f'--data_dir={data_root}', '--dataset=book', '--device=cpu')
     assert_one_line_error(result, f'no prepared data in {data_dir}',
                           f'create it with: python prepare.py --input=FILE --dataset=book --out_dir={data_root}')

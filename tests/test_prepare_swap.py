@@ -1,0 +1,296 @@
+"""prepare.py replaces a prepared dataset in one step (lib/atomic_files.py new_folder): every call that opens, writes,
+renames or removes is made to fail in turn, on both paths, and a corpus run is SIGKILLed at each such call and at
+moments in time; the dataset there before is left byte for byte, or the new one whole, and the workers end with it.
+A tokenizing worker killed as the OOM killer does is one line within seconds."""
+
+import builtins
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import prepare
+from lib.atomic_files import remove_stale_temps
+from lib.command_line import UserError
+from lib.prepared_data import load_meta
+from tests.conftest import ENV, REPO_ROOT, tiny_corpus
+from tests.test_corpus import folder_bytes, sentence
+
+pytestmark = pytest.mark.usefixtures('gpt2_files')
+
+WRAPPED = ('open', 'mkdir', 'rename', 'replace', 'remove', 'unlink', 'rmdir', 'fsync')  # of os; and open's files
+FAILURES = [OSError(errno.ENOSPC, 'No space left on device'), MemoryError(), KeyboardInterrupt(),
+            RuntimeError('unforeseen'), UserError('a mistake found late')]
+
+
+class Faults:
+    """Counts every os.open, mkdir, rename, replace, remove, unlink, rmdir and fsync, every open() and every write to
+    a file it opened, and makes the k-th call fail (fail(name) raises, or kills the process). A call a change adds
+    is counted, and so made to fail, without a word of this test changing."""
+
+    def __init__(self, fail_at=0, fail=None):
+        self.calls, self.fail_at, self.fail = [], fail_at, fail
+
+    def hit(self, name):
+        self.calls.append(name)
+        if len(self.calls) == self.fail_at:
+            self.fail(name)
+
+    def install(self, setattr=setattr):
+        def wrapped(name, real):
+            return lambda *args, **kwargs: (self.hit(name), real(*args, **kwargs))[1]
+        for name in WRAPPED:
+            setattr(os, name, wrapped(f'os.{name}', getattr(os, name)))
+        real_open, faults = builtins.open, self
+
+        class Counted:  # a file whose writes are counted; everything else is the file's own
+            def __init__(self, f):
+                self.f = f
+
+            def __getattr__(self, name):
+                return getattr(self.f, name)
+
+            def __enter__(self):
+                return self
+
+            def __iter__(self):
+                return iter(self.f)
+
+            def __exit__(self, *exc):
+                return self.f.__exit__(*exc)
+
+            def write(self, data):
+                faults.hit('write')
+                return self.f.write(data)
+        setattr(builtins, 'open', lambda *args, **kwargs: (self.hit('open'), Counted(real_open(*args, **kwargs)))[1])
+
+
+def kill_self(name):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.fixture
+def datasets(tmp_path):
+    """An old dataset out/c (characters), and the inputs of a new one for each path: (old bytes, arguments by path)."""
+    out = tmp_path / 'out'
+    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
+    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    (tmp_path / 'new.txt').write_text(tiny_corpus(500, seed=4), encoding='utf-8')
+    (tmp_path / 'corpus').mkdir()
+    with open(tmp_path / 'corpus' / 'a.jsonl', 'w', encoding='utf-8') as f:
+        f.writelines(json.dumps({'text': sentence(k)}) + '\n' for k in range(400))
+    args = {'one_file': [f'--input={tmp_path / "new.txt"}', f'--out_dir={out}', '--dataset=c'],
+            'corpus': [f'--input={tmp_path / "corpus"}', f'--out_dir={out}', '--dataset=c', '--workers=1']}
+    shutil.copytree(out, tmp_path / 'kept')
+    return folder_bytes(out / 'c'), args
+
+
+def restore(tmp_path):
+    """out as the fixture left it: each run starts from the same state, so its k-th call is the recording's."""
+    shutil.rmtree(tmp_path / 'out')
+    shutil.copytree(tmp_path / 'kept', tmp_path / 'out')
+
+
+def new_bytes(tmp_path, args):
+    prepare.main(args)
+    new = folder_bytes(tmp_path / 'out' / 'c')
+    restore(tmp_path)
+    return new
+
+
+@pytest.mark.parametrize('path', ['one_file', 'corpus'])
+def test_a_failure_at_any_write_or_rename_leaves_the_old_dataset_byte_for_byte(path, datasets, tmp_path,
+                                                                                monkeypatch, capsys):
+    held, args = datasets
+    new = new_bytes(tmp_path, args[path])  # also: every lazy import done, so the runs below call alike
+    recording = Faults()
+    with monkeypatch.context() as patch:
+        recording.install(patch.setattr)
+        prepare.main(args[path])
+    assert folder_bytes(tmp_path / 'out' / 'c') == new
+    restore(tmp_path)
+    kinds = set(recording.calls)
+    assert {'write', 'open'} <= kinds, kinds
+    # the call that puts the new dataset in place: the last rename (without one, there is no such moment)
+    swap = max((k for k, name in enumerate(recording.calls, 1) if name in ('os.rename', 'os.replace')),
+               default=len(recording.calls))
+    for k in range(1, len(recording.calls) + 1):
+        failure = FAILURES[k % len(FAILURES)]
+
+        def fail(name):
+            raise failure
+        faults = Faults(k, fail)
+        try:
+            with monkeypatch.context() as patch:
+                faults.install(patch.setattr)
+                prepare.main(args[path])
+            assert k > swap, k  # only a failure removing the old copy, once the new one is in place, is no error
+        except (Exception, KeyboardInterrupt) as e:
+            assert e is failure or isinstance(e, UserError), (k, e)
+        assert faults.calls[:k] == recording.calls[:k]
+        assert folder_bytes(tmp_path / 'out' / 'c') == (held if k <= swap else new), (k, faults.calls[k - 1])
+        # what a failed cleanup left beside it, the next run removes (our own pid is no live writer then)
+        remove_stale_temps(tmp_path / 'out' / 'c')
+        assert os.listdir(tmp_path / 'out') == ['c'], k
+        restore(tmp_path)
+    assert {'os.fsync', 'os.rename'} <= kinds, kinds
+    capsys.readouterr()
+    print(f"\n{path}: {len(recording.calls)} calls made to fail in turn, the swap at call {swap}: {recording.calls}")
+
+
+def prepare_command(args, fail_at=0, record=os.devnull):
+    """python prepare.py ARGS, SIGKILLing itself at its fail_at-th counted call (Faults), its calls listed in record."""
+    code = (f"import json, sys; sys.path.insert(0, {REPO_ROOT!r}); sys.argv = ['prepare.py', *{args!r}]\n"
+            f"from tests.test_prepare_swap import Faults, kill_self\nimport prepare\n"
+            f"from lib.command_line import run_cli\nfaults = Faults({fail_at}, kill_self)\nfaults.install()\n"
+            f"try:\n    run_cli(prepare.main)\nfinally:\n    calls = json.dumps(faults.calls)\n"
+            f"    open({str(record)!r}, 'w').write(calls)")
+    return [sys.executable, '-c', code]
+
+
+def children(pid):
+    """The pids whose parent is pid, read from /proc."""
+    found = []
+    for entry in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{entry}/stat') as f:
+                if entry.isdigit() and int(f.read().rsplit(')', 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'  # a zombie has ended; its parent has yet to reap it
+    except OSError:
+        return False
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
+def test_sigkill_at_every_write_or_rename_of_a_corpus_leaves_the_old_dataset_or_the_new_one_whole(datasets,
+                                                                                                  tmp_path):
+    held, args = datasets
+    new = new_bytes(tmp_path, args['corpus'])
+    counted = subprocess.run(prepare_command(args['corpus'], record=tmp_path / 'calls.json'), env=ENV,
+                             capture_output=True, text=True, timeout=120)
+    assert counted.returncode == 0 and folder_bytes(tmp_path / 'out' / 'c') == new, counted.stderr
+    restore(tmp_path)
+    calls = json.loads((tmp_path / 'calls.json').read_text())
+    between = 0
+    for k in range(1, len(calls) + 1):
+        process = subprocess.run(prepare_command(args['corpus'], k), env=ENV, capture_output=True, text=True,
+                                 timeout=120)
+        assert process.returncode == -signal.SIGKILL, (k, process.stderr)
+        killed = tmp_path / f'killed{k}'
+        shutil.copytree(tmp_path / 'out', killed, symlinks=True)
+        if not (tmp_path / 'out' / 'c').exists():  # killed between the two renames: the old folder is set aside
+            between += 1
+            assert load_meta(tmp_path / 'out' / 'c') and folder_bytes(tmp_path / 'out' / 'c') == held
+        # a reader undoes a half swap, else sees the old or the new dataset
+        load_meta(tmp_path / 'out' / 'c')
+        assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), k
+        shutil.rmtree(tmp_path / 'out')
+        os.rename(killed, tmp_path / 'out')  # and the next run cleans up and finishes the job
+        prepare.main(args['corpus'])
+        assert folder_bytes(tmp_path / 'out' / 'c') == new and os.listdir(tmp_path / 'out') == ['c'], k
+        restore(tmp_path)
+    assert between == 1
+    print(f"\ncorpus: SIGKILL at each of {len(calls)} calls: {calls}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
+def test_sigkill_of_a_streamed_corpus_at_moments_in_time_leaves_the_old_dataset_or_the_new_one_whole(tmp_path):
+    big = big_corpus(tmp_path)
+    out = tmp_path / 'out'
+    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
+    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    shutil.copytree(out, tmp_path / 'kept')
+    args = [sys.executable, 'prepare.py', f'--input={big}', f'--out_dir={out}', '--dataset=c', '--workers=2']
+    started = time.monotonic()
+    finished = subprocess.run(args, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    whole = time.monotonic() - started  # the moments below are shares of it: the same phases on any machine
+    assert finished.returncode == 0, finished.stderr
+    held, new, states = folder_bytes(tmp_path / 'kept' / 'c'), folder_bytes(out / 'c'), []
+    for share in (0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 1.1):
+        restore(tmp_path)
+        process = subprocess.Popen(args, cwd=REPO_ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(share * whole)
+        workers = children(process.pid)
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        while (left := [pid for pid in workers if alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kill_all(left)
+        assert not left, share  # the workers end with it (corpus.follow), not wait on its queue forever
+        between = not (out / 'c').exists()
+        load_meta(out / 'c')  # and a reader undoes a half swap
+        state = folder_bytes(out / 'c')
+        assert state in (held, new), share
+        states.append(f"{share * whole:.1f} s: {'between the renames, ' * between}{'old' if state == held else 'new'}")
+        if share == 0.4:  # the next run cleans up and finishes the job
+            assert subprocess.run(args, cwd=REPO_ROOT, env=ENV, capture_output=True, timeout=300).returncode == 0
+            assert folder_bytes(out / 'c') == new and os.listdir(out) == ['c']
+    print(f"\nSIGKILL of a streamed corpus (a whole run: {whole:.1f} s): {states}")
+
+
+def big_corpus(tmp_path):
+    """About 3.6 MB of documents: some seconds of tokenizing with two workers."""
+    with open(os.path.join(os.path.dirname(REPO_ROOT), 'shared', 'data', 'tinyshakespeare.txt'), encoding='utf-8') \
+            if os.path.isfile(os.path.join(os.path.dirname(REPO_ROOT), 'shared', 'data', 'tinyshakespeare.txt')) \
+            else open(os.devnull) as f:
+        paragraphs = [p for p in (f.read() or tiny_corpus(40_000)).split('\n\n') if p.strip()]
+    (tmp_path / 'big').mkdir()
+    with open(tmp_path / 'big' / 'a.jsonl', 'w', encoding='utf-8') as f:
+        f.writelines(json.dumps({'text': p}) + '\n' for p in paragraphs * 3)
+    return tmp_path / 'big'
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
+def test_a_worker_killed_midway_is_one_line_within_seconds_and_the_old_dataset_stays(tmp_path):
+    big = big_corpus(tmp_path)
+    out = tmp_path / 'out'
+    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
+    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    held = folder_bytes(out / 'c')
+    process = subprocess.Popen([sys.executable, 'prepare.py', f'--input={big}', f'--out_dir={out}', '--dataset=c',
+                                '--workers=2'], cwd=REPO_ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    growing = out / f'.c.tmp-{process.pid}' / 'train.bin'
+    deadline = time.monotonic() + 60
+    while not (growing.exists() and growing.stat().st_size) and process.poll() is None:  # streaming, mid-corpus
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    workers = [pid for pid in children(process.pid) if b'spawn_main' in open(f'/proc/{pid}/cmdline', 'rb').read()]
+    assert workers and process.poll() is None
+    os.kill(workers[0], signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:  # a Pool's replacement worker would outlive it
+        kill_all(children(process.pid) + workers + [process.pid])
+    assert time.monotonic() - killed < 15
+    assert process.returncode == 2 and stderr.splitlines() == [stderr.strip()], stderr
+    assert stderr.startswith(f'error: tokenizing stopped: worker process {workers[0]} was killed by SIGKILL, most '
+                             f'likely by the out-of-memory killer: each worker holds'), stderr
+    assert folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
