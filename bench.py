@@ -110,8 +110,7 @@ class Setting:
         self.generator = torch.Generator().manual_seed(cfg['seed'])
         self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
         self.grad_sources = GradSources(self.raw_model, self.scaler) if cfg['grad_probe'] else None
-        self.times = []
-        self.memory = None
+        self.times, self.memory = [], None
 
     def step(self):
         cfg = self.cfg
@@ -162,11 +161,9 @@ def machine_description(device):
 
 def main(argv):
     cfg = train.parse_train_args(argv, DEFAULTS, extra_choices=dict(compare_compile=('auto', 'true', 'false')))
-    for key in ('bench_iters', 'rounds'):
-        if cfg[key] < 1:
-            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
-    if cfg['bench_warmup'] < 0:
-        raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
+    for key, least in (('bench_iters', 1), ('rounds', 1), ('bench_warmup', 0)):
+        if cfg[key] < least:
+            raise UserError(f"--{key} must be {'a positive integer' if least else 'zero or more'}, got {cfg[key]}")
     with out_of_memory_is_user_error(lambda: batch_memory_advice(cfg)):
         run_bench(cfg)
 
