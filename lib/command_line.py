@@ -226,12 +226,10 @@ def given_keys(cfg, defaults):
 
 
 def parse_config(defaults, argv, choices=None):
-    """
-    Return a new dict (Settings: it also knows which keys were given): defaults, then each config file in argv (after
-    the config it names as base_config, if any), then each --key=value in argv.
-    Values take the type of their default; a None default takes a Python literal or plain text.
-    Every mistake (unknown key, wrong type, value outside choices) raises UserError.
-    """
+    """A new dict (Settings: it also knows which keys were given): defaults, then each config file in argv (after the
+    config it names as base_config, if any), then each --key=value in argv. Values take the type of their default; a
+    None default takes a Python literal or plain text. Every mistake (unknown key, wrong type, value outside choices)
+    raises UserError."""
     choices = choices or {}
     if "--help" in argv or "-h" in argv:
         _print_help(defaults, choices)
