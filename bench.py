@@ -300,8 +300,7 @@ def run_bench(cfg):
         print(f"peak {dtype}: {peak / 1e12:.3g} TFLOP/s ({source})" if peak else f"peak {dtype}: unknown GPU")
     print("ratio: tokens/s relative to the first row, measured in this process; peak MB: memory a step adds "
           "(RSS on CPU, max allocated on GPU)")
-    reference = next((row for row in rows if row.name.startswith('reference')), None)
-    if reference:
+    if reference := next((row for row in rows if row.name.startswith('reference')), None):
         speedup = statistics.median(reference.times) / statistics.median(rows[0].times)
         print(f"train.py's step is {speedup:.2f}x the reference step (NanoGPT's CPU step: float32, for-loop AdamW)")
 

@@ -260,8 +260,7 @@ def main(argv):
         return pretrained_main(args)
     # --text and --windows belong to --init_from: without it they would be ignored, and the table measured
     # on random tokens instead of the text the user named.
-    ignored = [f"--{key}" for key in ('text', 'windows') if args[key] != DEFAULTS[key]]
-    if ignored:
+    if ignored := [f"--{key}" for key in ('text', 'windows') if args[key] != DEFAULTS[key]]:
         raise UserError(f"{' and '.join(ignored)} measure a pretrained model on a text, so they need "
                         f"--init_from=gpt2 (or a folder); without it init_loss.py measures fresh models on random tokens")
     modes = parse_modes(args['modes'], 'modes', TIE_MODES)

@@ -416,8 +416,7 @@ def markdown(info):
         lines += ["", "CKA to the untied head minus CKA to the untied embedding, per seed, then mean "
                       "[95 % interval by Student's t over seeds]:", ""]
         lines += [f"- {info['labels'][mode]}: {head_minus_embedding(cells)}" for mode, cells in aligned.items()]
-    other = info.get('versus_other')
-    if other:
+    if other := info.get('versus_other'):
         differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
         lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode "
                       f"({PAIRED if other.get('paired') else WELCH + ': the two have other seeds or evaluation batches'})"

@@ -185,8 +185,7 @@ def _defaults_sources():
 def _print_help(defaults, choices):
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
     print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
-    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
-    if doc:
+    if doc := getattr(sys.modules.get("__main__"), "__doc__", None):
         print(doc.strip().split("\n\n")[0])
     meanings = key_meanings(*_defaults_sources())
     print("keys (defaults shown):")

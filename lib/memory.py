@@ -178,8 +178,7 @@ def check_memory(model_config, cfg, device, dtype):
     otherwise fail at some allocation, or on Linux fill the machine until the kernel's OOM killer ends
     the process without a word. A run let through here may still run out of memory; the training loop
     then says so in one line too."""
-    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
-    if short:
+    if short := memory_shortfall(memory_floor(model_config, 0, dtype), device):
         allowed = allowed_sizes(lambda c: memory_floor(c, 0, dtype), device, model_config,
                                 dict(n_layer=cfg['n_layer'], n_embd=cfg['n_embd']))
         raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "
