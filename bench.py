@@ -223,8 +223,7 @@ def run_bench(cfg):
         # NanoGPT's step on a CPU, the speed target's reference: the same model and maths in
         # float32, eager, with torch's default for-loop AdamW (it fuses only on CUDA).
         if not device.startswith('cuda'):
-            settings.append(("reference: float32 eager loop-AdamW", dict(cfg, dtype='float32', compile='false'),
-                             False))
+            settings.append(("reference: float32 eager loop-AdamW", dict(cfg, dtype='float32', compile='false'), False))
         # Where the CPU only emulates bf16 (no avx512_bf16 or AMX in use), a bf16 row would time
         # a path nobody should take, at a fifteenth of the speed: skipped, and said so.
         emulated_bf16 = device == 'cpu' and not cpu_has_native_bf16()

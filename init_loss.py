@@ -236,8 +236,7 @@ def plot_initial_logits(path, args, modes):
         current = idx[0, -1].item()
         others = torch.cat((logits[:current], logits[current + 1:]))
         jitter = torch.rand(len(others), generator=torch.Generator().manual_seed(1)) - 0.5
-        ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0,
-                   label=f'the other {n - 1:,} tokens')
+        ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0, label=f'the other {n - 1:,} tokens')
         ax.scatter([logits[current].item()], [0.0], s=70, marker='D', color='C3', zorder=3,
                    label='the current token (the self term)')
         ax.set_yticks([])

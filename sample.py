@@ -69,8 +69,7 @@ def generate_samples(cfg):
         torch.manual_seed(cfg['seed'])
         x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
         with autocast_context(device, dtype):  # generate() already runs without gradients
-            out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'],
-                           top_k=cfg['top_k'] or None)
+            out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'], top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 

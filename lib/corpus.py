@@ -9,8 +9,7 @@ document it ends, so the documents of a file, joined, are the file; one large fi
 Every VAL_EVERY-th document, counted over the files in sorted order, goes to val.bin: a fixed share (0.5 %) that
 does not depend on the number of workers. Each document ends with GPT-2's <|endoftext|>, as OpenWebText's bins do
 in NanoGPT. The bins and meta.json grow in a new folder that replaces the old one whole at the end (new_folder): a
-kill or a failure anywhere leaves the old dataset as it was, and the same command starts the job again.
-"""
+kill or a failure anywhere leaves the old dataset as it was, and the same command starts the job again."""
 
 import collections
 import concurrent.futures
