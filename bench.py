@@ -269,7 +269,7 @@ def run_bench(cfg):
             row.run(cfg['bench_iters'] * (r + 1) // rounds - cfg['bench_iters'] * r // rounds, untimed=int(rounds > 1))
 
     tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
-    peaks = {}
+    peaks = {dtype: peak_flops(device, dtype) for dtype in dict.fromkeys(row.dtype for row in rows)}  # by first use
     print(f"bench: {machine_description(device)}")
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
@@ -280,8 +280,6 @@ def run_bench(cfg):
     base = None
     for row in rows:
         median = statistics.median(row.times)
-        if row.dtype not in peaks:
-            peaks[row.dtype] = peak_flops(device, row.dtype)
         peak = peaks[row.dtype][0]
         tokens_per_sec = tokens_per_iter / median
         flops = flops_per_token(row.raw_model, cfg['block_size'])
