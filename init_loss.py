@@ -125,9 +125,8 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     """Cross-entropy at init on uniformly random tokens, as {emb_scale: (mean, std over seeds)}.
 
     emb_scale only changes the forward pass, so both settings are measured on the same weights
-    and batches (a paired comparison), and each seed costs one initialisation, not two. The
-    model is built once and re-initialised per seed with init_weights(), the same code the
-    constructor runs, then with pytorch_default_init(model, init)."""
+    and batches (a paired comparison), and each seed costs one initialisation, not two: the
+    model is built once and re-initialised per seed (init_weights, then pytorch_default_init)."""
     model = GPT(cfg).to(device).eval()
     # model.config IS cfg, so the loop below flips the caller's cfg.emb_scale: keep it to put back.
     emb_scale_asked = cfg.emb_scale

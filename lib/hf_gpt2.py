@@ -1,12 +1,10 @@
-"""
-GPT-2 between this repository and Hugging Face transformers: how the weights are named and laid out on each side,
+"""GPT-2 between this repository and Hugging Face transformers: how the weights are named and laid out on each side,
 reading a pretrained GPT-2 into a model.GPT (from_pretrained, for train.py's and sample.py's --init_from), and
 which of train.py's settings a pretrained start fixes. --init_from names gpt2, gpt2-medium, gpt2-large, gpt2-xl
 or a transformers folder; export.py goes the other way.
 
 transformers is an optional dependency: only load_hf_model imports it, and without it, or
-without the weights, every path here stops with one line saying what to do.
-"""
+without the weights, every path here stops with one line saying what to do."""
 
 import json
 import os
