@@ -302,19 +302,18 @@ def train_run(payload, progress):
     atomic_write_bytes(os.path.join(run_cfg['out_dir'], 'result.json'), (json.dumps(result, indent=1) + '\n').encode())
     if diverged:
         line = f"{mode} seed {seed}: diverged, kept as the run's result: {diverged['error']}"
-        print(line, flush=True)
-        return dict(status='resumed' if state else 'trained', line=line)
-    # The summary scores every run's ckpt.pt and best.pt on the whole validation split, two float32 forward
-    # passes over it: 5.2 s a run of the default model on one thread of a 2-core EPYC, 4 minutes for a 50-run
-    # grid if the summary made them one after another. Made here, they run side by side like the training,
-    # and the summary reads them back from the run's cache files.
-    data = BucketData(run_cfg)
-    for best in (False, True):
-        bucket_numbers(run_cfg['out_dir'], data, run_cfg, best=best)
-    if with_lens:  # likewise the tuned lens, where asked for: its cache file is what the summary reads
-        lens_numbers(run_cfg['out_dir'], run_cfg)
-    line = (f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) after "
-            f"{summary['iters']} iterations, {summary['wall_s']:.0f} s")
+    else:
+        # The summary scores every run's ckpt.pt and best.pt on the whole validation split, two float32 forward
+        # passes over it: 5.2 s a run of the default model on one thread of a 2-core EPYC, 4 minutes for a 50-run
+        # grid if the summary made them one after another. Made here, they run side by side like the training,
+        # and the summary reads them back from the run's cache files.
+        data = BucketData(run_cfg)
+        for best in (False, True):
+            bucket_numbers(run_cfg['out_dir'], data, run_cfg, best=best)
+        if with_lens:  # likewise the tuned lens, where asked for: its cache file is what the summary reads
+            lens_numbers(run_cfg['out_dir'], run_cfg)
+        line = (f"{mode} seed {seed}: val loss {summary['val_loss']:.4f} (best {summary['best_val_loss']:.4f}) after "
+                f"{summary['iters']} iterations, {summary['wall_s']:.0f} s")
     print(line, flush=True)
     return dict(status='resumed' if state else 'trained', line=line)
 

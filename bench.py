@@ -110,8 +110,7 @@ class Setting:
         self.generator = torch.Generator().manual_seed(cfg['seed'])
         self.tokens = torch.randint(config.vocab_size, (1_000_000,), generator=self.generator)
         self.grad_sources = GradSources(self.raw_model, self.scaler) if cfg['grad_probe'] else None
-        self.times = []
-        self.memory = None
+        self.times, self.memory = [], None
 
     def step(self):
         cfg = self.cfg
@@ -162,11 +161,9 @@ def machine_description(device):
 
 def main(argv):
     cfg = train.parse_train_args(argv, DEFAULTS, extra_choices=dict(compare_compile=('auto', 'true', 'false')))
-    for key in ('bench_iters', 'rounds'):
-        if cfg[key] < 1:
-            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
-    if cfg['bench_warmup'] < 0:
-        raise UserError(f"--bench_warmup must be zero or more, got {cfg['bench_warmup']}")
+    for key, least in (('bench_iters', 1), ('rounds', 1), ('bench_warmup', 0)):
+        if cfg[key] < least:
+            raise UserError(f"--{key} must be {'a positive integer' if least else 'zero or more'}, got {cfg[key]}")
     with out_of_memory_is_user_error(lambda: batch_memory_advice(cfg)):
         run_bench(cfg)
 
@@ -226,8 +223,7 @@ def run_bench(cfg):
         # NanoGPT's step on a CPU, the speed target's reference: the same model and maths in
         # float32, eager, with torch's default for-loop AdamW (it fuses only on CUDA).
         if not device.startswith('cuda'):
-            settings.append(("reference: float32 eager loop-AdamW", dict(cfg, dtype='float32', compile='false'),
-                             False))
+            settings.append(("reference: float32 eager loop-AdamW", dict(cfg, dtype='float32', compile='false'), False))
         # Where the CPU only emulates bf16 (no avx512_bf16 or AMX in use), a bf16 row would time
         # a path nobody should take, at a fifteenth of the speed: skipped, and said so.
         emulated_bf16 = device == 'cpu' and not cpu_has_native_bf16()
@@ -273,7 +269,7 @@ def run_bench(cfg):
             row.run(cfg['bench_iters'] * (r + 1) // rounds - cfg['bench_iters'] * r // rounds, untimed=int(rounds > 1))
 
     tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
-    peaks = {}
+    peaks = {dtype: peak_flops(device, dtype) for dtype in dict.fromkeys(row.dtype for row in rows)}  # by first use
     print(f"bench: {machine_description(device)}")
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
@@ -284,8 +280,6 @@ def run_bench(cfg):
     base = None
     for row in rows:
         median = statistics.median(row.times)
-        if row.dtype not in peaks:
-            peaks[row.dtype] = peak_flops(device, row.dtype)
         peak = peaks[row.dtype][0]
         tokens_per_sec = tokens_per_iter / median
         flops = flops_per_token(row.raw_model, cfg['block_size'])
@@ -303,8 +297,7 @@ def run_bench(cfg):
         print(f"peak {dtype}: {peak / 1e12:.3g} TFLOP/s ({source})" if peak else f"peak {dtype}: unknown GPU")
     print("ratio: tokens/s relative to the first row, measured in this process; peak MB: memory a step adds "
           "(RSS on CPU, max allocated on GPU)")
-    reference = next((row for row in rows if row.name.startswith('reference')), None)
-    if reference:
+    if reference := next((row for row in rows if row.name.startswith('reference')), None):
         speedup = statistics.median(reference.times) / statistics.median(rows[0].times)
         print(f"train.py's step is {speedup:.2f}x the reference step (NanoGPT's CPU step: float32, for-loop AdamW)")
 

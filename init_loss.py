@@ -82,8 +82,7 @@ def pytorch_default_init(model, init):
     shared one keeps what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's
     kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's
     own reset_parameters() runs the very code its constructor ran, so this follows PyTorch if its
-    defaults ever change (a test checks the stds that default_init_stds assumes).
-    """
+    defaults ever change (a test checks the stds that default_init_stds assumes)."""
     if init == 'custom':
         return
     if init not in DEFAULT_INITS + ALL_DEFAULT_INITS or not model.is_tied:
@@ -114,8 +113,7 @@ def default_init_stds(init, n_embd):
     - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2),
       the dilution by learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
       self term is gone. The default blocks are not the identity, so (*) is not expected to
-      hold exactly; the table shows by how much it misses.
-    """
+      hold exactly; the table shows by how much it misses."""
     if init == 'custom':
         return None, None
     token_std = 1.0 if init.endswith('embedding-owns') else 1.0 / math.sqrt(3 * n_embd)
@@ -127,10 +125,8 @@ def measure_initial_losses(cfg, seeds, batch_size, device='cpu', init='custom'):
     """Cross-entropy at init on uniformly random tokens, as {emb_scale: (mean, std over seeds)}.
 
     emb_scale only changes the forward pass, so both settings are measured on the same weights
-    and batches (a paired comparison), and each seed costs one initialisation, not two. The
-    model is built once and re-initialised per seed with init_weights(), the same code the
-    constructor runs, then with pytorch_default_init(model, init).
-    """
+    and batches (a paired comparison), and each seed costs one initialisation, not two: the
+    model is built once and re-initialised per seed (init_weights, then pytorch_default_init)."""
     model = GPT(cfg).to(device).eval()
     # model.config IS cfg, so the loop below flips the caller's cfg.emb_scale: keep it to put back.
     emb_scale_asked = cfg.emb_scale
@@ -222,12 +218,9 @@ def plot_initial_logits(path, args, modes):
     """--plot: one panel per mode, the logits a freshly initialised model gives at one position,
     with identity blocks and sqrt(d) input scaling (the premise of (*)): the current token's own
     logit, the self term, against every other token's. Drawn from a real model, one seed."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
+    from lab.ablation_figure import pyplot
+    if (plt := pyplot()) is None:
+        raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib")
     n = args['vocab_size']
     fig, axes = plt.subplots(len(modes), 1, figsize=(7.5, 0.6 + 1.25 * len(modes)), sharex=True, squeeze=False)
     for ax, mode in zip(axes[:, 0], modes):
@@ -242,8 +235,7 @@ def plot_initial_logits(path, args, modes):
         current = idx[0, -1].item()
         others = torch.cat((logits[:current], logits[current + 1:]))
         jitter = torch.rand(len(others), generator=torch.Generator().manual_seed(1)) - 0.5
-        ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0,
-                   label=f'the other {n - 1:,} tokens')
+        ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0, label=f'the other {n - 1:,} tokens')
         ax.scatter([logits[current].item()], [0.0], s=70, marker='D', color='C3', zorder=3,
                    label='the current token (the self term)')
         ax.set_yticks([])
@@ -256,8 +248,7 @@ def plot_initial_logits(path, args, modes):
                  f"sigma {args['init_std']:g}, identity blocks, sqrt(d) input scaling", fontsize=9)
     fig.tight_layout()
     with output_file(path, '--plot'), atomic_path(path) as tmp:
-        with open(tmp, 'wb') as f:
-            fig.savefig(f, format='png', dpi=110)
+        fig.savefig(tmp, format='png', dpi=110)
     plt.close(fig)
 
 
@@ -267,8 +258,7 @@ def main(argv):
         return pretrained_main(args)
     # --text and --windows belong to --init_from: without it they would be ignored, and the table measured
     # on random tokens instead of the text the user named.
-    ignored = [f"--{key}" for key in ('text', 'windows') if args[key] != DEFAULTS[key]]
-    if ignored:
+    if ignored := [f"--{key}" for key in ('text', 'windows') if args[key] != DEFAULTS[key]]:
         raise UserError(f"{' and '.join(ignored)} measure a pretrained model on a text, so they need "
                         f"--init_from=gpt2 (or a folder); without it init_loss.py measures fresh models on random tokens")
     modes = parse_modes(args['modes'], 'modes', TIE_MODES)

@@ -161,8 +161,7 @@ def _sha256(data):
 def read_text_file(path):
     """The text of a user's file (or pipe); one that is missing, no file, empty, changing, not UTF-8 or not text at
     all is a UserError naming it."""
-    problem = not_a_source(path, pipes=True)
-    if problem:
+    if problem := not_a_source(path, pipes=True):
         raise UserError(f"--input file {problem}: {shown(path)}")
     check_text_fits(path)
     with open(path, "rb") as f:
@@ -188,8 +187,7 @@ def check_text_fits(path):
     (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
     top. A machine that overcommits would otherwise let the read go on until the kernel killed it."""
     size = os.path.getsize(path)  # a file or a pipe, as read_text_file has checked
-    short = memory_shortfall(size + size // 4, 'cpu')
-    if short:
+    if short := memory_shortfall(size + size // 4, 'cpu'):
         raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
                         f"the whole text and its token ids in memory at once; use a smaller file or a machine with "
                         f"more memory, or put it in a folder and give that: --input=DIR/ streams it (GPT-2 BPE)")

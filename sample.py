@@ -69,8 +69,7 @@ def generate_samples(cfg):
         torch.manual_seed(cfg['seed'])
         x = torch.tensor(ids, dtype=torch.long, device=device)[None, :].repeat(cfg['num_samples'], 1)  # (B, T)
         with autocast_context(device, dtype):  # generate() already runs without gradients
-            out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'],
-                           top_k=cfg['top_k'] or None)
+            out = generate(model, x, cfg['max_new_tokens'], temperature=cfg['temperature'], top_k=cfg['top_k'] or None)
     return [decode(row.tolist()) for row in out]
 
 
@@ -164,8 +163,7 @@ def check_memory(cfg, shape, prompt_tokens, device, dtype):
     process as it filled it."""
     def need(num_samples=cfg['num_samples'], max_new_tokens=cfg['max_new_tokens']):
         return sampling_floor(shape, num_samples, prompt_tokens, max_new_tokens, dtype)
-    short = memory_shortfall(need(0, 0), device)
-    if short:  # an edited checkpoint, or a pretrained folder's config.json
+    if short := memory_shortfall(need(0, 0), device):  # an edited checkpoint, or a pretrained folder's config.json
         raise UserError(f"the model to sample (n_layer={shape.n_layer}, n_embd={shape.n_embd}, vocab_size="
                         f"{shape.vocab_size}) needs {short} for its weights alone; sample it on a machine with more "
                         f"memory")

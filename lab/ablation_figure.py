@@ -138,8 +138,7 @@ def plot(path, curves, info):
     reference_line(ax_all, log_n, 'log n')
     ax_all.set_xlabel('iteration + 1 (log scale)')
     ax_all.set_ylabel('loss (nats/token)')
-    ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''),
-                     fontsize=9)
+    ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''), fontsize=9)
     # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
     # the typical spread (more than that spread again above the median top) is left off scale and named.
     ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)

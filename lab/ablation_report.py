@@ -2,6 +2,7 @@
 beside Welch's, the floor that counting alone reaches (lab/floor.py), and the markdown tables of summary.md,
 summary.json and runs.csv."""
 
+import contextlib
 import csv
 import json
 import math
@@ -165,11 +166,9 @@ def trained_on(runs):
     counted where they differ (a run resumed elsewhere counts under each of its ways)."""
     counts = {}
     for _, _, run_cfg in runs:
-        try:
-            with open(os.path.join(run_cfg['out_dir'], LOG_FILE), errors='replace') as f:
-                ways = {f"on {device} in {dtype}" for device, dtype in TRAINED_ON.findall(f.read())}
-        except OSError:
-            ways = set()
+        ways = set()
+        with contextlib.suppress(OSError), open(os.path.join(run_cfg['out_dir'], LOG_FILE), errors='replace') as f:
+            ways = {f"on {device} in {dtype}" for device, dtype in TRAINED_ON.findall(f.read())}
         for way in ways or {'unrecorded'}:
             counts[way] = counts.get(way, 0) + 1
     if len(counts) == 1:
@@ -180,11 +179,8 @@ def trained_on(runs):
 def machine_line():
     import torch
     cpu = platform.processor() or ''
-    try:
-        with open('/proc/cpuinfo') as f:
-            cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open('/proc/cpuinfo') as f:
+        cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
     threads = os.environ.get('OMP_NUM_THREADS')
     return (f"{platform.platform()}, {os.cpu_count()} CPUs{' (' + cpu + ')' if cpu else ''}, python "
             f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch threads"
@@ -420,8 +416,7 @@ def markdown(info):
         lines += ["", "CKA to the untied head minus CKA to the untied embedding, per seed, then mean "
                       "[95 % interval by Student's t over seeds]:", ""]
         lines += [f"- {info['labels'][mode]}: {head_minus_embedding(cells)}" for mode, cells in aligned.items()]
-    other = info.get('versus_other')
-    if other:
+    if other := info.get('versus_other'):
         differs = ', '.join(f"{key}={this!r} here, {that!r} there" for key, (this, that) in other['differs'].items())
         lines += ["", f"This ablation minus `{other['out_dir']}`, mode by mode "
                       f"({PAIRED if other.get('paired') else WELCH + ': the two have other seeds or evaluation batches'})"

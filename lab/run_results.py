@@ -315,8 +315,7 @@ def alignment_numbers(run_dir, untied_dir):
         return dict.fromkeys(key for key, *_ in ALIGNMENT_COLUMNS)
     made_from = [[os.stat(path).st_size, os.stat(path).st_mtime_ns] for path in paths]
     cache = os.path.join(run_dir, ALIGNMENT_FILE)
-    cached = read_cache(cache, made_from, 'numbers')
-    if cached:
+    if cached := read_cache(cache, made_from, 'numbers'):
         return cached[0]
     shared, untied = (run_files.load_checkpoint(path, 'cpu')['model'] for path in paths)
     W = shared['token_embedding_table.weight']
@@ -369,8 +368,7 @@ def lens_numbers(run_dir, cfg):
                      steps=tuned_lens.LENS_STEPS, batch=tuned_lens.LENS_BATCH, lr=tuned_lens.LENS_LR,
                      seed=tuned_lens.LENS_SEED, max_targets=tuned_lens.LENS_MAX_TARGETS)
     path = os.path.join(run_dir, LENS_FILE)
-    cached = read_cache(path, made_from, 'lens')
-    if cached:
+    if cached := read_cache(path, made_from, 'lens'):
         lens = cached[0]
     else:
         model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)

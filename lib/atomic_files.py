@@ -46,13 +46,11 @@ def _pid_alive(pid):
 
 
 def remove_stale_temps(path):
-    """
-    Clean up after processes that were killed (SIGKILL, out of memory, power loss) while writing path: the
+    """Clean up after processes that were killed (SIGKILL, out of memory, power loss) while writing path: the
     temporary file or folder (.NAME.tmp-PID) that atomic_path or new_folder left, a partial copy as large as what it
     replaces (a run killed and resumed many times would fill the disk); and the old folder that new_folder had set
     aside (.NAME.old-PID), which goes back into place if a kill came between its two renames, else away. What a
-    live process left is its own: it may be writing right now.
-    """
+    live process left is its own: it may be writing right now."""
     if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
         return
     directory, name = os.path.split(os.path.abspath(path))

@@ -185,8 +185,7 @@ def _defaults_sources():
 def _print_help(defaults, choices):
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
     print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
-    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
-    if doc:
+    if doc := getattr(sys.modules.get("__main__"), "__doc__", None):
         print(doc.strip().split("\n\n")[0])
     meanings = key_meanings(*_defaults_sources())
     print("keys (defaults shown):")
@@ -226,12 +225,10 @@ def given_keys(cfg, defaults):
 
 
 def parse_config(defaults, argv, choices=None):
-    """
-    Return a new dict (Settings: it also knows which keys were given): defaults, then each config file in argv (after
-    the config it names as base_config, if any), then each --key=value in argv.
-    Values take the type of their default; a None default takes a Python literal or plain text.
-    Every mistake (unknown key, wrong type, value outside choices) raises UserError.
-    """
+    """A new dict (Settings: it also knows which keys were given): defaults, then each config file in argv (after the
+    config it names as base_config, if any), then each --key=value in argv. Values take the type of their default; a
+    None default takes a Python literal or plain text. Every mistake (unknown key, wrong type, value outside choices)
+    raises UserError."""
     choices = choices or {}
     if "--help" in argv or "-h" in argv:
         _print_help(defaults, choices)

@@ -9,14 +9,14 @@ document it ends, so the documents of a file, joined, are the file; one large fi
 Every VAL_EVERY-th document, counted over the files in sorted order, goes to val.bin: a fixed share (0.5 %) that
 does not depend on the number of workers. Each document ends with GPT-2's <|endoftext|>, as OpenWebText's bins do
 in NanoGPT. The bins and meta.json grow in a new folder that replaces the old one whole at the end (new_folder): a
-kill or a failure anywhere leaves the old dataset as it was, and the same command starts the job again.
-"""
+kill or a failure anywhere leaves the old dataset as it was, and the same command starts the job again."""
 
 import collections
 import concurrent.futures
 import errno
 import glob
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -169,8 +169,7 @@ def text_documents(f, path, digest):
 def document_end(buffer, start, final):
     """Where the document that begins at buffer[start] ends, or None until more of the file is read."""
     limit = start + LONGEST_DOCUMENT
-    blank = BLANK_LINE.search(buffer, start + DOCUMENT_BYTES, limit)
-    if blank:
+    if blank := BLANK_LINE.search(buffer, start + DOCUMENT_BYTES, limit):
         return blank.end()
     if len(buffer) > limit:  # no blank line within reach: the last line end, else the last whole character
         line = buffer.rfind(b'\n', start, limit)
@@ -214,15 +213,10 @@ def encode_chunk(chunk):
 
 def chunks(docs, read):
     """Lists of CHUNK_DOCS (index, text); read[0] counts the bytes handed out, for the bar."""
-    chunk = []
-    for index, (size, text) in enumerate(docs):
-        read[0] += size
-        chunk.append((index, text))
-        if len(chunk) == CHUNK_DOCS:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    numbered = enumerate(docs)
+    while chunk := list(itertools.islice(numbered, CHUNK_DOCS)):
+        read[0] += sum(size for _, (size, _) in chunk)
+        yield [(index, text) for index, (_, text) in chunk]
 
 
 def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):

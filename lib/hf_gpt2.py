@@ -1,12 +1,10 @@
-"""
-GPT-2 between this repository and Hugging Face transformers: how the weights are named and laid out on each side,
+"""GPT-2 between this repository and Hugging Face transformers: how the weights are named and laid out on each side,
 reading a pretrained GPT-2 into a model.GPT (from_pretrained, for train.py's and sample.py's --init_from), and
 which of train.py's settings a pretrained start fixes. --init_from names gpt2, gpt2-medium, gpt2-large, gpt2-xl
 or a transformers folder; export.py goes the other way.
 
 transformers is an optional dependency: only load_hf_model imports it, and without it, or
-without the weights, every path here stops with one line saying what to do.
-"""
+without the weights, every path here stops with one line saying what to do."""
 
 import json
 import os
@@ -43,17 +41,15 @@ def model_args(hc, where):
     """A GPT2Config (as a dict) -> our GPTConfig keys, or one UserError for what our model cannot compute."""
     n_embd = hc['n_embd']
     activation = hc.get('activation_function', 'gelu_new')
-    problems = []
-    if hc.get('model_type', 'gpt2') != 'gpt2':
-        problems.append(f"model_type is {hc.get('model_type')!r}, not 'gpt2'")
-    if activation not in GELU_APPROX:
-        problems.append(f"activation_function {activation!r} (allowed: {', '.join(GELU_APPROX)})")
-    if hc.get('n_inner') not in (None, 4 * n_embd):
-        problems.append(f"n_inner {hc['n_inner']} (the MLP here is 4 x n_embd = {4 * n_embd})")
-    if abs(hc.get('layer_norm_epsilon', LAYER_NORM_EPS) - LAYER_NORM_EPS) > 1e-12:
-        problems.append(f"layer_norm_epsilon {hc['layer_norm_epsilon']} (here {LAYER_NORM_EPS})")
-    if hc.get('scale_attn_by_inverse_layer_idx') or not hc.get('scale_attn_weights', True):
-        problems.append("a non-standard attention scaling")
+    epsilon = hc.get('layer_norm_epsilon', LAYER_NORM_EPS)
+    problems = [words for wrong, words in (
+        (hc.get('model_type', 'gpt2') != 'gpt2', f"model_type is {hc.get('model_type')!r}, not 'gpt2'"),
+        (activation not in GELU_APPROX, f"activation_function {activation!r} (allowed: {', '.join(GELU_APPROX)})"),
+        (hc.get('n_inner') not in (None, 4 * n_embd), f"n_inner {hc.get('n_inner')} (the MLP here is 4 x n_embd = "
+                                                      f"{4 * n_embd})"),
+        (abs(epsilon - LAYER_NORM_EPS) > 1e-12, f"layer_norm_epsilon {epsilon} (here {LAYER_NORM_EPS})"),
+        (hc.get('scale_attn_by_inverse_layer_idx') or not hc.get('scale_attn_weights', True),
+         "a non-standard attention scaling")) if wrong]
     if problems:
         raise UserError(f"{where} is not a GPT-2 this model can compute: {'; '.join(problems)}")
     return dict(vocab_size=hc['vocab_size'], block_size=hc['n_positions'], n_layer=hc['n_layer'],

@@ -23,11 +23,9 @@ def format_bytes(n):
 
 
 def out_of_memory_reason(e):
-    """A few words on e if it is a failed allocation ('could not allocate 72.8 TiB'), else None.
-    Recognises torch.OutOfMemoryError (CUDA; torch.cuda.OutOfMemoryError is the same class), the
-    RuntimeError of torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory", or "not
-    enough memory" on Windows), MPS ("MPS backend out of memory") and cuBLAS, and MemoryError
-    (Python's, and numpy's "Unable to allocate")."""
+    """A few words on e if it is a failed allocation ('could not allocate 72.8 TiB'), else None: torch's
+    OutOfMemoryError (CUDA), the RuntimeError of its CPU, MPS and cuBLAS allocators, and Python's and numpy's
+    MemoryError."""
     text = str(e)
     if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
             or (isinstance(e, RuntimeError) and _OUT_OF_MEMORY.search(text))):
@@ -41,10 +39,8 @@ def out_of_memory_reason(e):
 
 @contextlib.contextmanager
 def out_of_memory_is_user_error(advice=None, message=None):
-    """Inside the block, a failed allocation (see out_of_memory_reason) becomes a UserError: 'out of
-    memory (REASON); ADVICE'. advice: text naming the options to lower, or a function returning it
-    (called only then); or message: a function of REASON that words the whole line. Anything else
-    passes through untouched."""
+    """Inside the block, a failed allocation becomes a UserError, 'out of memory (REASON); ADVICE' (advice: the
+    options to lower, or a function called only then to word them), or message(REASON); anything else passes."""
     try:
         yield
     except Exception as e:
@@ -98,9 +94,7 @@ def memory_shortfall(need, device):
     'at least 25.4 GiB, more than the 23.5 GiB of RAM and swap on cpu'; None if it fits. A step that fails
     this cannot run at all, so a script can say so before it allocates or writes anything."""
     limit, words = memory_limit(device)
-    if need <= limit:
-        return None
-    return f"at least {format_bytes(need)}, more than {words}"
+    return None if need <= limit else f"at least {format_bytes(need)}, more than {words}"
 
 
 def largest_that_fits(need, device, given):
@@ -184,8 +178,7 @@ def check_memory(model_config, cfg, device, dtype):
     otherwise fail at some allocation, or on Linux fill the machine until the kernel's OOM killer ends
     the process without a word. A run let through here may still run out of memory; the training loop
     then says so in one line too."""
-    short = memory_shortfall(memory_floor(model_config, 0, dtype), device)
-    if short:
+    if short := memory_shortfall(memory_floor(model_config, 0, dtype), device):
         allowed = allowed_sizes(lambda c: memory_floor(c, 0, dtype), device, model_config,
                                 dict(n_layer=cfg['n_layer'], n_embd=cfg['n_embd']))
         raise UserError(f"the model (n_layer={cfg['n_layer']}, n_embd={cfg['n_embd']}, vocab_size={cfg['vocab_size']}) "

@@ -42,8 +42,7 @@ def load_meta(data_dir):
             meta = json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); re-create it with: {_prepare_command(data_dir)}") from None
-    problem = _meta_problem(meta)
-    if problem:
+    if problem := _meta_problem(meta):
         raise UserError(f"{path} {problem}; re-create it with: {_prepare_command(data_dir)}")
     itemsize = np.dtype(meta["dtype"]).itemsize
     for split in ("train", "val"):
@@ -153,8 +152,7 @@ def get_codec(meta):
     stoi = {ch: i for i, ch in enumerate(chars)}
 
     def encode(text):
-        unknown = list(dict.fromkeys(ch for ch in text if ch not in stoi))
-        if unknown:
+        if unknown := list(dict.fromkeys(ch for ch in text if ch not in stoi)):
             shown = ", ".join(repr(ch) for ch in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             raise UserError(f"prompt has characters not in the vocabulary: {shown}{more}")
@@ -175,8 +173,7 @@ def _gpt2_codec(encoding, bpe_ids):
         ids = encoding.encode_ordinary(text)
         if compact is None:
             return ids
-        unknown = list(dict.fromkeys(i for i in ids if i not in compact))
-        if unknown:
+        if unknown := list(dict.fromkeys(i for i in ids if i not in compact)):
             # The model has no row for a token its training text never had: name the pieces, not the ids.
             pieces = [encoding.decode_single_token_bytes(i).decode("utf-8", errors="replace") for i in unknown]
             shown = ", ".join(repr(p) for p in pieces[:10])
@@ -212,8 +209,7 @@ def check_data_fits(data_dir, meta, limit):
     itemsize = np.dtype(meta['dtype']).itemsize  # load_meta has found both bins
     sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
     tokens = sum(n for n in sizes if 8 * n <= limit)
-    short = memory_shortfall(8 * tokens, 'cpu')
-    if short:
+    if short := memory_shortfall(8 * tokens, 'cpu'):
         raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds a split "
                         f"of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
                         f"file); use less data or a machine with more memory")

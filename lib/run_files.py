@@ -1,8 +1,7 @@
 """A training run's files read back: out_dir/ckpt.pt (everything an exact resume needs), best.pt (the weights at
 the lowest validation loss) and metrics.csv (a row per logged iteration), each model built again as it was saved.
 Every failure to read them becomes one UserError that says what to do. train.py's checkpoint() is what ckpt.pt
-holds; lib/training_run.py's Run writes them.
-"""
+holds; lib/training_run.py's Run writes them."""
 
 import csv
 import os

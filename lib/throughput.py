@@ -29,8 +29,7 @@ class Throughput:
 
     def __init__(self, model=None, block_size=None, device='cpu', dtype='float32'):
         self.started = time.time()
-        self.window_start, self.window_tokens, self.rates = time.perf_counter(), 0, []
-        self.last = 0.0
+        self.window_start, self.window_tokens, self.rates, self.last = time.perf_counter(), 0, [], 0.0
         self.flops_per_token = flops_per_token(model, block_size) if model is not None else None
         self.peak = gpu_peak_flops(device, dtype) if device.startswith('cuda') else None
 
