@@ -218,9 +218,12 @@ def plot_initial_logits(path, args, modes):
     """--plot: one panel per mode, the logits a freshly initialised model gives at one position,
     with identity blocks and sqrt(d) input scaling (the premise of (*)): the current token's own
     logit, the self term, against every other token's. Drawn from a real model, one seed."""
-    from lab.ablation_figure import pyplot
-    if (plt := pyplot()) is None:
-        raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib")
+    try:  # the main job's scripts import nothing of lab/ (tests/test_layout.py)
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
     n = args['vocab_size']
     fig, axes = plt.subplots(len(modes), 1, figsize=(7.5, 0.6 + 1.25 * len(modes)), sharex=True, squeeze=False)
     for ax, mode in zip(axes[:, 0], modes):

@@ -43,7 +43,7 @@ from lib.atomic_files import atomic_write_bytes, new_folder
 from lib.command_line import UserError, parse_config, run_cli
 from lib.corpus import HELD, check_text, is_corpus, not_a_source, prepare_corpus, shown, unchanged
 from lib.memory import format_bytes, memory_shortfall, out_of_memory_reason
-from lib.prepared_data import compact_ids, gpt2_encoding, largest, write_meta
+from lib.prepared_data import DATASET_FILES, compact_ids, gpt2_encoding, largest, write_meta
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -330,7 +330,7 @@ def resolve_names(config):
 def write_dataset(data_dir, ids, meta):
     """The bins and meta.json, written and checked in a new folder that then replaces data_dir whole."""
     dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-    with new_folder(data_dir, "--out_dir") as tmp:
+    with new_folder(data_dir, "--out_dir", DATASET_FILES) as tmp:
         for split, part in (("train", ids[:meta["train_tokens"]]), ("val", ids[meta["train_tokens"]:])):
             with open(os.path.join(tmp, f"{split}.bin"), "wb") as f:
                 f.write(part.astype(dtype))  # not tofile: numpy's short write on a full disk has no errno

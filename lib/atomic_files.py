@@ -94,13 +94,17 @@ def make_folder(folder, label, shown=None):
 
 
 @contextlib.contextmanager
-def new_folder(folder, label):
+def new_folder(folder, label, holds=()):
     """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
     whole, by two renames: folder aside (.NAME.old-PID), the new one into place. Folder holds the complete old or
     new content at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
     which every writer and reader of folder calls first. On any error the new one goes, and so do the folders made
-    for it: until the rename, nothing changes what folder holds."""
+    for it: until the rename, nothing changes what folder holds. A folder there already is replaced only if it holds
+    nothing but the names in `holds` (what a previous write put there): anything else is someone's, never deleted."""
     real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
+    if os.path.isdir(real) and (others := sorted(set(os.listdir(real)) - set(holds))):
+        raise UserError(f"{label}: {folder} holds {', '.join(others[:3])}{', …' if others[3:] else ''}, which this "
+                        f"would replace with the folder it writes; choose a name of its own") from None
     remove_stale_temps(real)  # first: a folder made below would stand where a half swap's old one goes back
     made = make_folder(folder, label)  # empty for a new name, so that the swap is the same two renames
     tmp, aside = (os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.{kind}-{os.getpid()}")

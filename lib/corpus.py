@@ -31,7 +31,7 @@ import numpy as np
 from lib.atomic_files import new_folder
 from lib.command_line import UserError
 from lib.memory import format_bytes
-from lib.prepared_data import gpt2_encoding, largest, write_meta
+from lib.prepared_data import DATASET_FILES, gpt2_encoding, largest, write_meta
 from lib.progress import on_terminal
 
 VAL_EVERY = 200   # document k (from 0) goes to val where k % VAL_EVERY == VAL_EVERY - 1
@@ -231,7 +231,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
     pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context('spawn'), initializer=follow,
                                                   initargs=(os.getpid(),)) if workers > 1 else None
     try:
-        with new_folder(data_dir, '--out_dir') as tmp:
+        with new_folder(data_dir, '--out_dir', DATASET_FILES) as tmp:
             with open(os.path.join(tmp, 'train.bin'), 'wb') as train_file, \
                     open(os.path.join(tmp, 'val.bin'), 'wb') as val_file:
                 waiting = collections.deque()  # results in document order, at most 2 a worker ahead of the writer

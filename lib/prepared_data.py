@@ -12,6 +12,8 @@ from lib.atomic_files import remove_stale_temps
 from lib.command_line import UserError
 from lib.memory import memory_shortfall, out_of_memory_reason
 
+DATASET_FILES = ('train.bin', 'val.bin', 'meta.json')  # a prepared dataset's folder holds these and nothing else
+
 
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
 FIELDS = dict(dataset=str, source=str, source_location=str, source_sha256=str, source_bytes=int, val_documents=str)

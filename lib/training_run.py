@@ -211,6 +211,11 @@ class Run:
         self.ckpt, self.pretrained = ckpt, None  # the resume's checkpoint (resume_settings has read it)
         if ckpt is not None:
             check_same_data(ckpt['meta'], meta, self.ckpt_path, os.path.join(cfg['data_dir'], cfg['dataset']))
+            untie_iter = cfg['untie_at'] and round(cfg['untie_at'] * cfg['max_iters'])
+            if untie_iter is not None and untie_iter < ckpt['iter_num'] and not ckpt.get('head_untied'):
+                raise UserError(f"--untie_at={cfg['untie_at']} of --max_iters={cfg['max_iters']} unties at iteration "
+                                f"{untie_iter}, before {ckpt['iter_num']}, where {self.ckpt_path} resumes still tied; "
+                                f"choose a later --untie_at or a longer --max_iters")
             if (saved := ckpt.get('world_size', 1)) != proc.world_size and proc.master:
                 print(f"resume: {proc.world_size} process(es) from here on (the checkpoint was made by {saved}); "
                       f"each step reads the same windows, shared out among them")

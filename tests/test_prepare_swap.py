@@ -292,3 +292,21 @@ def test_a_worker_killed_midway_is_one_line_within_seconds_and_the_old_dataset_s
     assert stderr.startswith(f'error: tokenizing stopped: worker process {workers[0]} was killed by SIGKILL, most '
                              f'likely by the out-of-memory killer: each worker holds'), stderr
     assert folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
+
+
+@pytest.mark.parametrize('held', ['the input itself', 'a checkpoint'])
+def test_a_folder_that_holds_anything_but_a_dataset_is_never_replaced(held, tmp_path):
+    """The swap replaces a folder whole, so it replaces only a prepared dataset's: a --dataset whose folder holds the
+    input text (its name is the file's by default) or a run's checkpoint is one line, and every byte stays."""
+    folder = tmp_path / 'book'
+    folder.mkdir()
+    text = folder / 'book.txt'
+    text.write_text(tiny_corpus(300), encoding='utf-8')
+    if held == 'a checkpoint':
+        (folder / 'ckpt.pt').write_bytes(b'weights')
+        text = tmp_path / 'book.txt'
+        text.write_text(tiny_corpus(300), encoding='utf-8')
+    before = folder_bytes(folder)
+    with pytest.raises(UserError, match=r'book holds .*book\.txt|book holds .*ckpt\.pt'):
+        prepare.main([f'--input={text}', f'--out_dir={tmp_path}'])
+    assert folder_bytes(folder) == before

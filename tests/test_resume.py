@@ -91,6 +91,10 @@ def test_a_given_setting_is_said_and_one_the_checkpoint_holds_is_refused(tiny_da
     said = [line for line in capsys.readouterr().out.splitlines() if line.startswith('resume:')]
     assert said == ['resume: --max_iters=6 from here on (the checkpoint was made with max_iters=4)']  # 4: the same
     assert summary['iters'] == 6
+    tied = str(tmp_path / 'tied')  # to untie at its end, so its checkpoint is still tied
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, tied, **dict(case, untie_at=0.9))))
+    with pytest.raises(UserError, match=r'--untie_at=0\.1 of --max_iters=4 unties at iteration 0, before 4'):
+        train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={tied}', '--untie_at=0.1']))
     for given, held in (('--seed=8', 'seed=7'), ('--n_embd=64', 'n_embd=32'), ('--tie_mode=untied', 'tie_mode=tied'),
                         ('--beta2=0.99', 'beta2=0.95'), ('--dataset=other', 'dataset=tiny'),
                         ('--optimizer=muon', 'optimizer=adamw')):
