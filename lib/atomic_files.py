@@ -45,12 +45,14 @@ def _pid_alive(pid):
     return True
 
 
-def remove_stale_temps(path):
+def remove_stale_temps(path, reader=False):
     """Clean up after processes that were killed (SIGKILL, out of memory, power loss) while writing path: the
     temporary file or folder (.NAME.tmp-PID) that atomic_path or new_folder left, a partial copy as large as what it
     replaces (a run killed and resumed many times would fill the disk); and the old folder that new_folder had set
     aside (.NAME.old-PID), which goes back into place if a kill came between its two renames, else away. What a
-    live process left is its own: it may be writing right now."""
+    live process left is its own: it may be writing right now. A pid is alive only in its own PID namespace, and
+    a reader may be in another (a container, a node of a cluster sharing the storage): reader=True only puts a
+    missing folder's old one back, and deletes nothing."""
     if os.name != "posix":  # os.kill(pid, 0) means something else on Windows
         return
     directory, name = os.path.split(os.path.abspath(path))
@@ -70,6 +72,8 @@ def remove_stale_temps(path):
         with contextlib.suppress(OSError):  # another reader may be cleaning up the same
             if kind == "old" and not os.path.lexists(path):
                 os.rename(left, path)
+            elif reader:
+                continue
             elif os.path.isdir(left) and not os.path.islink(left):
                 shutil.rmtree(left)
             else:

@@ -35,7 +35,7 @@ def _prepare_command(data_dir):
 def load_meta(data_dir):
     """Read DIR/meta.json and check that it is consistent, that the bins it describes are there and complete, and
     that their largest ids are in the vocabulary. A prepare.py killed mid-swap is undone first (new_folder)."""
-    remove_stale_temps(os.path.realpath(data_dir))
+    remove_stale_temps(os.path.realpath(data_dir), reader=True)  # a kill between a swap's renames, undone
     path = os.path.join(data_dir, "meta.json")
     if not os.path.isfile(path):
         raise UserError(f"no prepared data in {data_dir} (meta.json is missing); create it with: {_prepare_command(data_dir)}")

@@ -310,3 +310,19 @@ def test_a_folder_that_holds_anything_but_a_dataset_is_never_replaced(held, tmp_
     with pytest.raises(UserError, match=r'book holds .*book\.txt|book holds .*ckpt\.pt'):
         prepare.main([f'--input={text}', f'--out_dir={tmp_path}'])
     assert folder_bytes(folder) == before
+
+
+def test_a_reader_deletes_no_writers_temporary_folder(tmp_path):
+    """A pid is alive only in its own PID namespace: a reader in another (a container, a node sharing the storage)
+    sees a live writer's pid as dead. Reading a dataset therefore deletes nothing; the next prepare.py, a writer of
+    that name, removes what dead writers left."""
+    text = tmp_path / 'book.txt'
+    text.write_text(tiny_corpus(300), encoding='utf-8')
+    prepare.main([f'--input={text}', f'--out_dir={tmp_path}', '--dataset=b'])
+    busy = tmp_path / '.b.tmp-4194303'  # above any pid_max: dead here, maybe alive in another namespace
+    busy.mkdir()
+    (busy / 'train.bin').write_bytes(b'half written')
+    load_meta(str(tmp_path / 'b'))
+    assert (busy / 'train.bin').read_bytes() == b'half written'
+    prepare.main([f'--input={text}', f'--out_dir={tmp_path}', '--dataset=b'])
+    assert not busy.exists()
