@@ -93,7 +93,7 @@ from lab.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, u
 from lib.progress import say
 from lib.device import pick_device, pick_dtype
 from lib.prepared_data import load_meta
-from lib.training_run import Diverged
+from lib.training_run import DATA_IDENTITY, Diverged
 from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
 
 
@@ -250,7 +250,7 @@ def plan(cfg, runs):
     finished, tasks = [], []
     for mode, seed, run_cfg in runs:
         run_dir, wanted = run_cfg['out_dir'], recorded_config(run_cfg)
-        state = run_state(run_dir, wanted)
+        state = run_state(run_dir, wanted, data_identity(run_cfg))
         if state == 'finished':
             finished.append((mode, seed))
             continue
@@ -259,11 +259,23 @@ def plan(cfg, runs):
     return finished, tasks
 
 
-def run_state(run_dir, wanted):
+def data_identity(run_cfg):
+    """The text a run trains on, as meta.json records it (its hash and sizes): a finished run made on another text
+    under the same dataset name is not this grid's (an interrupted one is refused by train.py's resume)."""
+    meta = load_meta(os.path.join(run_cfg['data_dir'], run_cfg['dataset']))
+    return {key: meta.get(key) for key in DATA_IDENTITY}
+
+
+def run_state(run_dir, wanted, data):
     """'finished' (result.json), or the iteration its checkpoint continues from (0: none yet)."""
     result_path, ckpt_path = os.path.join(run_dir, 'result.json'), os.path.join(run_dir, 'ckpt.pt')
     if os.path.exists(result_path):
-        check_same_config(wanted, read_result(result_path)['config'], result_path, run_dir, finished=True)
+        result = read_result(result_path)
+        check_same_config(wanted, result['config'], result_path, run_dir, finished=True)
+        if result.get('data', data) != data:  # a run from before the record is taken on its settings alone
+            raise UserError(f"{result_path} was trained on another text than {os.path.join(wanted['data_dir'], wanted['dataset'])} now holds "
+                            f"(its meta.json's hash or sizes differ): it was prepared again; use another --out_dir, "
+                            f"or delete {run_dir} to train it again")
         return 'finished'
     if not os.path.exists(ckpt_path):
         return 0
@@ -279,8 +291,8 @@ def train_run(payload, progress):
     found finished by another process meanwhile, continued from its checkpoint, or started. Written last
     and atomically, result.json means the run is complete. Module-level: a worker process imports it."""
     mode, seed, run_cfg, with_lens = payload
-    wanted = recorded_config(run_cfg)
-    state = run_state(run_cfg['out_dir'], wanted)  # again: another process may have moved it on since planning
+    wanted, data = recorded_config(run_cfg), data_identity(run_cfg)
+    state = run_state(run_cfg['out_dir'], wanted, data)  # again: another process may have moved it on since planning
     if state == 'finished':
         return dict(status='skipped', line=f"{mode} seed {seed}: finished by another process, skipped")
     if state:
@@ -296,7 +308,7 @@ def train_run(payload, progress):
         summary = train.train(run_cfg, progress=progress)  # the grid's bar replaces train.py's own printing
     except Diverged as e:  # a rate too high for its row: a sweep's result, its worst cell, not a failed run
         diverged, summary = dict(iteration=e.iteration, error=str(e)), dict(iters=e.iteration, params=None)
-    result = dict(mode=mode, seed=seed, config=wanted, resumed=bool(state), pid=os.getpid(),
+    result = dict(mode=mode, seed=seed, config=wanted, data=data, resumed=bool(state), pid=os.getpid(),
                   threads=torch.get_num_threads(), diverged=diverged,
                   summary={k: v for k, v in summary.items() if k not in ('model', 'out_dir')})
     atomic_write_bytes(os.path.join(run_cfg['out_dir'], 'result.json'), (json.dumps(result, indent=1) + '\n').encode())

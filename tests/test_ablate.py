@@ -379,6 +379,22 @@ def test_settings_that_differ_from_a_finished_run_are_refused(tiny_data, tmp_pat
         run_ablation(tiny_data, str(tmp_path), '--modes=tied', learning_rate=1e-3)
 
 
+def test_a_finished_run_on_data_prepared_again_from_another_text_is_refused(tmp_path):
+    """Skipping a finished run reads its result, not its data: a dataset prepared again under the same name from
+    another text (the same characters, so the same vocabulary) must not be summarised with it."""
+    import prepare
+    from conftest import tiny_corpus
+    data, source = tmp_path / 'data', tmp_path / 'tiny.txt'
+    data.mkdir()
+    source.write_text(tiny_corpus(), encoding='utf-8')
+    prepare.main([f'--input={source}', '--dataset=tiny', f'--out_dir={data}'])
+    run_ablation(str(data), str(tmp_path / 'grid'), '--modes=tied', max_iters=4, eval_interval=2)
+    source.write_text(tiny_corpus()[::-1], encoding='utf-8')
+    prepare.main([f'--input={source}', '--dataset=tiny', f'--out_dir={data}'])
+    with pytest.raises(ablate.UserError, match='result.json was trained on another text than .*prepared again'):
+        run_ablation(str(data), str(tmp_path / 'grid'), '--modes=tied,untied', max_iters=4, eval_interval=2)
+
+
 def test_a_bad_mode_gives_one_line_listing_the_modes_and_exit_2():
     result = subprocess.run([sys.executable, 'ablate.py', '--modes=tied,tide'], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=60)
