@@ -10,6 +10,7 @@ The checkpoint carries the tokenizer (characters or GPT-2 BPE), so no data folde
 """
 
 import os
+import stat
 
 import torch
 from torch.nn import functional as F
@@ -127,6 +128,8 @@ def read_prompt(start):
     if not start.startswith('FILE:'):
         return start
     path = start[len('FILE:'):]
+    if os.path.exists(path) and (stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode)):
+        raise UserError(f"--start=FILE:{path} is a device, which never ends; give a text file")  # /dev/zero
     # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
     # before, where the machine cannot hold them.
     short = memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None

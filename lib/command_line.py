@@ -18,6 +18,9 @@ class UserError(Exception):
 
 def run_cli(main):
     """Call main(argv) the way every script's `if __name__ == "__main__"` does."""
+    for stream in (sys.stdout, sys.stderr):  # a path in bytes that are not UTF-8 is shown escaped, never a traceback
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:

@@ -20,7 +20,10 @@ def pick_device(device):
     try:
         kind = torch.device(device).type
     except RuntimeError:
-        raise UserError(f"--device={device!r} is not a device; use auto, cpu, cuda, cuda:N or mps") from None
+        kind = None
+    if kind not in ("cpu", "cuda", "mps"):  # torch parses xpu, meta, lazy, ...: no model here runs on them
+        raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N "
+                        f"or mps")
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"--device={device} but CUDA is not available here "

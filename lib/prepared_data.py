@@ -42,7 +42,7 @@ def load_meta(data_dir):
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: nesting deeper than json reads
         raise UserError(f"{path} is unreadable ({e}); re-create it with: {_prepare_command(data_dir)}") from None
     if problem := _meta_problem(meta):
         raise UserError(f"{path} {problem}; re-create it with: {_prepare_command(data_dir)}")

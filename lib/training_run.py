@@ -353,8 +353,12 @@ class Run:
         is left as it was, so a run that stops before it (out of memory, say) loses no row of the run before."""
         rows = []
         if self.resumed_at is not None and os.path.exists(self.metrics_path):
-            rows = [r for r in read_metrics(self.metrics_path)
-                    if r.get('iter', '').isdigit() and int(r['iter']) < self.resumed_at]
+            try:
+                rows = [r for r in read_metrics(self.metrics_path)
+                        if r.get('iter', '').isdigit() and int(r['iter']) < self.resumed_at]
+            except (OSError, UnicodeDecodeError, csv.Error) as e:  # edited by hand, or a folder: not ours to guess
+                raise UserError(f"cannot read {self.metrics_path} to keep its rows before iteration "
+                                f"{self.resumed_at} ({e}); move it aside and resume again: a new one starts") from None
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=METRICS_FIELDS)
         writer.writeheader()

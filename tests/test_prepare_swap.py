@@ -326,3 +326,23 @@ def test_a_reader_deletes_no_writers_temporary_folder(tmp_path):
     assert (busy / 'train.bin').read_bytes() == b'half written'
     prepare.main([f'--input={text}', f'--out_dir={tmp_path}', '--dataset=b'])
     assert not busy.exists()
+
+
+def test_a_meta_json_nested_deeper_than_json_reads_is_one_line(tmp_path):
+    folder = tmp_path / 'deep'
+    folder.mkdir()
+    (folder / 'meta.json').write_text('[' * 100_000 + ']' * 100_000)
+    with pytest.raises(UserError, match='meta.json'):
+        load_meta(str(folder))
+
+
+def test_a_path_in_bytes_that_are_not_utf8_is_printed_escaped_under_a_strict_utf8_stdout(tmp_path):
+    """A Latin-1 folder name, printed where stdout is strict UTF-8 (PYTHONIOENCODING=utf-8, an en_US.UTF-8 locale),
+    ends the 'wrote' line in a UnicodeEncodeError after the dataset is written unless run_cli escapes it."""
+    text = tmp_path / 'book.txt'
+    text.write_text(tiny_corpus(300), encoding='utf-8')
+    out = os.path.join(os.fsencode(tmp_path), b'caf\xe9')
+    result = subprocess.run([sys.executable, 'prepare.py', f'--input={text}', b'--out_dir=' + out], cwd=REPO_ROOT,
+                            env=dict(ENV, PYTHONIOENCODING='utf-8'), capture_output=True, timeout=120)
+    assert result.returncode == 0 and b'Traceback' not in result.stderr, result.stderr[-500:]
+    assert b'caf\\udce9' in result.stdout or b'caf\\xe9' in result.stdout

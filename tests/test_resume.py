@@ -118,3 +118,16 @@ def test_a_resume_on_data_prepared_again_from_another_text_is_refused(tiny_data,
     prepare.main([f'--input={source}', '--dataset=tiny', f'--out_dir={data}'])
     with pytest.raises(UserError, match=r'trained on another text than .*\(source_sha256'):
         train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}']))
+
+
+def test_a_metrics_file_edited_by_hand_is_one_line_on_resume(tiny_data, tmp_path):
+    """A resume keeps metrics.csv's rows before its checkpoint, so it reads them: a byte that is not UTF-8, or a
+    folder in its place, is one line that says how to go on, and the checkpoint is left as it was."""
+    out_dir = tmp_path / 'out'
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir), max_iters=4, eval_interval=2)))
+    with open(out_dir / 'metrics.csv', 'ab') as f:
+        f.write(b'caf\xe9\n')
+    before = (out_dir / 'ckpt.pt').read_bytes()
+    with pytest.raises(UserError, match=r'cannot read .*metrics\.csv to keep its rows before iteration 4 .*move it'):
+        train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}', '--max_iters=6']))
+    assert (out_dir / 'ckpt.pt').read_bytes() == before
