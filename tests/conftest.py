@@ -536,3 +536,21 @@ def read_csv_rows(path):
     import csv
     with open(path, encoding='utf-8') as f:
         return list(csv.DictReader(f))
+
+
+class FileActingMidRead:
+    """A file whose every method is its own but those a subclass overrides, opened with the real open() (a test has
+    patched a module's open to hand this out): a test's way to act while the code under test reads it."""
+
+    def __init__(self, *args):
+        import builtins
+        self.f = builtins.open(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.f.__exit__(*exc)

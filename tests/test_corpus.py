@@ -14,7 +14,7 @@ import prepare
 from lib import corpus
 from lib.command_line import UserError
 from lib.prepared_data import gpt2_encoding, load_meta
-from tests.conftest import assert_one_line_error, run_in_process
+from tests.conftest import FileActingMidRead, assert_one_line_error, run_in_process
 
 pytestmark = pytest.mark.usefixtures('gpt2_files')  # tiktoken's GPT-2 files, never downloaded (conftest.py)
 
@@ -272,19 +272,7 @@ def test_a_corpus_file_that_grows_while_read_is_refused(folder, tmp_path, monkey
     grows = corpus_dir / 'a.jsonl'
     real_open = open
 
-    class Appended:  # a writer adds a document while the first line is read
-        def __init__(self, *args):
-            self.f = real_open(*args)
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return self.f.__exit__(*exc)
-
+    class Appended(FileActingMidRead):  # a writer adds a document while the first line is read
         def readline(self, *args):
             line = self.f.readline(*args)
             if self.f.tell() == len(line):

@@ -13,7 +13,7 @@ import pytest
 from lib import corpus as lib_corpus, prepared_data
 import prepare
 from lib.command_line import UserError
-from tests.conftest import assert_one_line_error, run_in_process
+from tests.conftest import FileActingMidRead, assert_one_line_error, run_in_process
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_TINY = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "tinyshakespeare.txt")
@@ -338,19 +338,7 @@ def test_a_file_that_changes_while_read_is_refused_and_the_old_dataset_stays(tmp
     held = {name: open(os.path.join(data_dir, name), "rb").read() for name in sorted(os.listdir(data_dir))}
     real_open = open
 
-    class Rewritten:  # the same size, written again while it is read: only its modification time says so
-        def __init__(self, *args):
-            self.f = real_open(*args)
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return self.f.__exit__(*exc)
-
+    class Rewritten(FileActingMidRead):  # the same size, written again while it is read: only its mtime says so
         def read(self, *args):
             data = self.f.read(*args)
             stat = os.stat(source)

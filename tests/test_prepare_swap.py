@@ -219,10 +219,7 @@ def test_sigkill_at_every_write_or_rename_of_a_corpus_leaves_the_old_dataset_or_
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
 def test_sigkill_of_a_streamed_corpus_at_moments_in_time_leaves_the_old_dataset_or_the_new_one_whole(tmp_path):
-    big = big_corpus(tmp_path)
-    out = tmp_path / 'out'
-    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
-    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    big, out = big_corpus(tmp_path)  # and out/c, a small dataset it is to replace
     shutil.copytree(out, tmp_path / 'kept')
     args = [sys.executable, 'prepare.py', f'--input={big}', f'--out_dir={out}', '--dataset=c', '--workers=2']
     started = time.monotonic()
@@ -254,22 +251,23 @@ def test_sigkill_of_a_streamed_corpus_at_moments_in_time_leaves_the_old_dataset_
 
 
 def big_corpus(tmp_path):
-    """Some MB of documents made here (a user has no ../shared): some seconds of tokenizing with two workers."""
+    """Some MB of documents made here (a user has no ../shared): some seconds of tokenizing with two workers; and
+    beside it out/c, a small dataset prepared to be replaced."""
     lines = tiny_corpus(28_000).splitlines()
     paragraphs = ['\n'.join(lines[k:k + 8]) for k in range(0, len(lines), 8)]  # tiny shakespeare's size and shape
     (tmp_path / 'big').mkdir()
     with open(tmp_path / 'big' / 'a.jsonl', 'w', encoding='utf-8') as f:
         f.writelines(json.dumps({'text': p}) + '\n' for p in paragraphs * 3)
-    return tmp_path / 'big'
+    out = tmp_path / 'out'
+    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
+    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    return tmp_path / 'big', out
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
 def test_a_worker_killed_midway_is_one_line_within_seconds_and_the_old_dataset_stays(tmp_path):
-    big = big_corpus(tmp_path)
-    out = tmp_path / 'out'
-    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
-    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    big, out = big_corpus(tmp_path)  # and out/c, a small dataset it is to replace
     held = folder_bytes(out / 'c')
     process = subprocess.Popen([sys.executable, 'prepare.py', f'--input={big}', f'--out_dir={out}', '--dataset=c',
                                 '--workers=2'], cwd=REPO_ROOT, env=ENV, stdout=subprocess.DEVNULL,
