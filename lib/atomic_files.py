@@ -100,39 +100,45 @@ def make_folder(folder, label, shown=None):
 @contextlib.contextmanager
 def new_folder(folder, label, holds=()):
     """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
-    whole, by two renames: folder aside (.NAME.old-PID), the new one into place. Folder holds the complete old or
-    new content at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
+    whole, by two renames: folder aside (.NAME.old-PID), the new one into place (for a new name, the one rename).
+    Folder holds the complete old or new content (or, new, none) at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
     which every writer and reader of folder calls first. On any error the new one goes, and so do the folders made
     for it: until the rename, nothing changes what folder holds. A folder there already is replaced only if it holds
     nothing but the names in `holds` (what a previous write put there): anything else is someone's, never deleted."""
     real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
+    if os.path.lexists(real) and not os.path.isdir(real):  # a file, a dangling link: someone's, never replaced
+        raise UserError(f"cannot write {label}={folder}: {real} is a file, not a folder; choose another path")
     if os.path.isdir(real) and (others := sorted(set(os.listdir(real)) - set(holds))):
         raise UserError(f"{label}: {folder} holds {', '.join(others[:3])}{', …' if others[3:] else ''}, which this "
                         f"would replace with the folder it writes; choose a name of its own") from None
     remove_stale_temps(real)  # first: a folder made below would stand where a half swap's old one goes back
-    made = make_folder(folder, label)  # empty for a new name, so that the swap is the same two renames
+    made = make_folder(os.path.dirname(real), label, shown=folder)  # where it goes; a new name's folder comes whole
     tmp, aside = (os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.{kind}-{os.getpid()}")
                   for kind in ("tmp", "old"))
+    replacing = os.path.lexists(real)
     try:
         os.mkdir(tmp)
         yield tmp
         for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
             _fsync(os.path.join(tmp, entry), os.O_RDONLY)
-        os.rename(real, aside)
+        if replacing:
+            os.rename(real, aside)
         try:
             os.rename(tmp, real)
         except BaseException:
-            os.rename(aside, real)
+            if replacing:
+                os.rename(aside, real)
             raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
-            path = os.path.abspath(folder)
+            path = os.path.dirname(real)
             while made and path != os.path.dirname(made):  # only where empty: made for this, never one there before
                 os.rmdir(path)
                 path = os.path.dirname(path)
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+    if replacing:
+        shutil.rmtree(aside, ignore_errors=True)
     with contextlib.suppress(OSError):
         _fsync(os.path.dirname(real), os.O_RDONLY)
 
