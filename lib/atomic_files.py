@@ -101,8 +101,9 @@ def make_folder(folder, label, shown=None):
 def new_folder(folder, label, holds=()):
     """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
     whole, by two renames: folder aside (.NAME.old-PID), the new one into place (for a new name, the one rename).
-    Folder holds the complete old or new content (or, new, none) at every moment but the one between the renames, and a kill there is undone by remove_stale_temps,
-    which every writer and reader of folder calls first. On any error the new one goes, and so do the folders made
+    Folder holds the complete old or new content (or, new, none) at every moment but the one between the renames,
+    and a kill there is undone by remove_stale_temps, which every writer and reader of folder calls first (a reader
+    only puts the old one back). On any error the new one goes, and so do the folders made
     for it: until the rename, nothing changes what folder holds. A folder there already is replaced only if it holds
     nothing but the names in `holds` (what a previous write put there): anything else is someone's, never deleted."""
     real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
