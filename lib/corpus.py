@@ -275,8 +275,13 @@ def result(work, pool):
     killer's SIGKILL) is one line naming it; multiprocessing.Pool would have replaced it and waited forever."""
     try:
         return work.result() if pool else encode_chunk(work)
-    except concurrent.futures.process.BrokenProcessPool:  # join: the executor's thread may be reaping its exit code
-        dead = [p for p in list(pool._processes.values()) if p.join(2) or p.exitcode not in (None, 0, -signal.SIGTERM)]
+    except concurrent.futures.process.BrokenProcessPool:
+        workers, waited_until = list(pool._processes.values()), time.monotonic() + 5
+        # The executor's thread reaps the workers too; the thread that loses that race reads no exit code yet
+        # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
+        while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
+            time.sleep(0.02)
+        dead = [p for p in workers if p.exitcode not in (None, 0, -signal.SIGTERM)]
         how = f"was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and dead[0].exitcode < 0 else "died"
         who = f"worker process {dead[0].pid}" if dead else "a worker process"
         raise UserError(f"tokenizing stopped: {who} {how}, most likely by the out-of-memory killer: {HELD}") from None
