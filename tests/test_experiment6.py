@@ -33,11 +33,13 @@ RATES = {'default': ('tied', 'untied'), 'best': ('tied_best', 'untied_best'), 'u
 # phrase with its numbers must be in the block, and clause (sentence), where given, in the phrase's clause
 # (sentence). README's blocks are rows of the findings table (conftest.findings_row), the doc's its verdicts.
 COST_QUOTES = {
-    14: [('{adamw_default} at the default rates', None, '(AdamW, BPE'),
-         ('{adamw_best} each at its best', None, '(AdamW, BPE')],
-    15: [('{muon_default} at the default rates', None, 'under Muon'),
-         ('{muon_best} each at its best', None, 'under Muon'),
-         ('{split_default} and {split_best}', 'with q, k and v orthogonalised apart', None)],
+    14: [('at the default rates {adamw_default}', None, '(AdamW, 4 layers, BPE'),
+         ('each at its best, coupled decay, {adamw_best}', None, '(AdamW, 4 layers, BPE')],
+    15: [('at the default rates {muon_default}', None, 'under Muon, q, k, v one matrix'),
+         ('each at its best {muon_best}', None, 'under Muon, q, k, v one matrix'),
+         ('q, k and v apart (the default since): at the default rates {split_default}', None, None),
+         ('q, k and v apart (the default since): at the default rates {split_default}; each at its best {split_best}',
+          None, None)],
     16: [('{adamw_untie} (AdamW)', "untied at 2/3 minus tied, at tied's best rate", None),
          ('{muon_untie} (Muon)', "untied at 2/3 minus tied, at tied's best rate", None),
          ('{split_untie} (Muon, q, k, v apart)', "untied at 2/3 minus tied, at tied's best rate", None)],
@@ -105,7 +107,7 @@ def test_readme_row_17_quotes_the_lens_gap_after_block_1_and_no_layer_differs_wh
 # The controls of the ends' decay, tied − untied each at its best rates with the ends' decay per step held at ×1's
 # (or none): row 14 quotes AdamW's; row 15 leaves Muon's (q, k, v apart) to the verdict it links to, ('details', 15).
 DECAY_QUOTES = {
-    14: [("{adamw_per_step} with the ends' decay per step held at ×1's", None, '(AdamW, BPE')],
+    14: [("the ends' decay held at ×1's {adamw_per_step}", None, '(AdamW, 4 layers, BPE')],
     ('details', 14): [("{adamw_per_step} with the ends' decay per step held at ×1's", None, None)],
     ('details', 15): [("{split_per_step} with the ends' decay per step held at ×1's ({split_none} with none)", None,
                        'q, k and v orthogonalised apart')],
@@ -136,8 +138,7 @@ def test_a_number_beside_another_setting_fails_the_check():
     for claim in (16, 15):
         with pytest.raises(AssertionError, match='does not say'):
             assert_quotes({claim: COST_QUOTES[claim]}, numbers, rows.get, 'README row')
-    # a number whose phrase is still there, but in another clause than its label's
-    moved = row15.replace('with q, k and v orthogonalised apart (the default since)',
-                          'with the controls; (the default since)')
-    with pytest.raises(AssertionError, match='not in the clause'):
+    # a number whose phrase is still there, but in another sentence than its label's
+    moved = row15.replace('under Muon, q, k, v one matrix:', 'under Muon. Q, k, v one matrix:')
+    with pytest.raises(AssertionError, match='not in the sentence'):
         assert_quotes({15: COST_QUOTES[15]}, numbers, {15: moved}.get, 'README row')

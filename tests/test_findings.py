@@ -3,6 +3,7 @@
 experiment's page that the row links to (conftest.findings_section), where the tests of its numbers read it."""
 import math
 import os
+import re
 
 from conftest import FINDINGS, REPO_ROOT
 
@@ -50,24 +51,17 @@ def test_the_check_sees_a_long_cell():
     assert long_cells('| # | regime | verdict | the key number |\n' + long) == []  # another table is not read
 
 
-# Every number of the README's short answer and its Why section, with the row that holds it: (what the README says,
-# the start of the row, what that row says). A number moved in either place, or quoted from another row, fails.
-QUOTED = [
-    ('+0.079 [+0.055, +0.103] nats under AdamW', '| 14 |', '+0.079 [+0.055, +0.103] at the default rates'),
-    ('+0.047 [+0.033, +0.062] under Muon', '| 15 |', '+0.047 [+0.033, +0.062] at the default rates'),
-    ('each at its best, +0.017 [−0.008, +0.042]', '| 14 |', '+0.017 [−0.008, +0.042] each at its best'),
-    ('and −0.015 [−0.035, +0.005] (2.3 M', '| 15 |', '−0.015 [−0.035, +0.005] each at its best'),
-    ('2.3 M parameters, 0.3 tokens per parameter', '| 5 and 6, BPE (rows 5, 7, 10-17) |', '| 2.29 M | 0.72 M | 0.31 |'),
-    ('from 1.3 M to 9.3 M parameters', '| 18 (Muon) |', '1.3-9.3 M parameters tied, 200 steps'),
-    ('no trend in size; none after one pass.', '| 18 (Muon) |', 'with no trend in size; gone after one epoch'),
-    ('plain tying cost +0.334 [+0.308, +0.361] nats', '| 18 (AdamW) |', 'plain tied +0.334 [+0.308, +0.361]'),
-    ('+0.143 [+0.087, +0.200] after one pass', '| 18 (AdamW) |', 'one epoch: plain tied +0.143 [+0.087, +0.200]'),
-    ('`proj` with √d input scaling −0.010 [−0.019, +0.000] and −0.023 [−0.071, +0.024]', '| 18 (AdamW) |',
-     '`proj` with √d −0.010 [−0.019, +0.000]; one epoch: plain tied +0.143 [+0.087, +0.200], `proj` with √d −0.023 '
-     '[−0.071, +0.024]'),
-    ('(9.3 M parameters, each at its own rate)', '| 7, the ladder (rows 18, 19) |', '| 1.34-9.26 M |'),
-    ('(0.02-1.9 tokens per parameter)', '| 5, character level (rows 5, 7, 10-13) |', '| 1.9 |'),
-]
+# The README's short answer is a table whose every number links to its findings row (docs/findings.md#claim-N) beside
+# the setting it holds in: optimizer and depth, the model's training (its horizon), the baseline and the rate regime.
+# A findings row's key number keeps one regime to a ';' clause, so each qualifier is read from the clause that holds
+# the number (or, for the settings a row states once, from the nearest clause before it or the row as a whole).
+LINKED = re.compile(r'\[([^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]\(' + re.escape(FINDINGS) + r'#(claim-[\w-]+)\)')
+NUMBER = re.compile(r'[+−-]\d\.\d{3}(?: \[[+−-]\d\.\d{3}, [+−-]\d\.\d{3}\])?')
+DEPTH_OF_WIDTH = {'w64': 2, 'w96': 4, 'w128': 8, 'w160': 20}  # the ladder of experiment 7
+# a family of qualifiers: its words as the README writes them -> as a findings clause writes them
+RATES = {'one rate for every matrix': 'default rates', 'the default rates': 'default rates',
+         'each at its own best rate': 'at its best', "the ends' decay held": 'decay held'}
+QKV = ('q, k and v apart', 'one matrix')
 
 
 def readme_short_answer():
@@ -75,26 +69,152 @@ def readme_short_answer():
         readme = f.read()
     short = readme.split('## Should you tie? The short answer', 1)[1].split('\n## ', 1)[0]
     why = readme.split('## Why plain tying starts above log n', 1)[1].split('\n## ', 1)[0]
-    return ' '.join(short.split()), ' '.join(why.split())
+    return short, ' '.join(why.split())
 
 
-def row_of(text, start):
-    (row,) = [line for line in text.splitlines() if line.startswith(start)]
+def row_by_anchor(findings, anchor):
+    (row,) = [line for line in findings.splitlines() if line.startswith('| ') and f'<a id="{anchor}"></a>' in line]
     return row
 
 
-def test_every_number_of_the_short_answer_is_its_rows():
-    short, _ = readme_short_answer()
+def clauses_to(row, number):
+    """The key-number cell's ';' clauses up to and including the one that holds `number` (brackets keep theirs)."""
+    cell = row.rstrip(' |').rsplit(' | ', 1)[1]
+    clauses, depth, current = [], 0, ''
+    for char in cell:
+        depth += (char in '[(') - (char in '])')
+        if char == ';' and depth == 0:
+            clauses.append(current)
+            current = ''
+        else:
+            current += char
+    clauses.append(current)
+    held = [k for k, clause in enumerate(clauses) if number in clause]
+    assert held, f'{number} is not in its row: {row[:60]}'
+    return clauses[:held[0] + 1]
+
+
+def nearest(clauses, words):
+    """Of `words`, the one named last in the clauses up to the number's (None if none is)."""
+    named = [(clause.rfind(word), k, word) for k, clause in enumerate(clauses) for word in words if word in clause]
+    return max(named, key=lambda found: (found[1], found[0]))[2] if named else None
+
+
+def depths(text):
+    return {int(n) for n in re.findall(r'\b(\d+) layers', text)} | {d for w, d in DEPTH_OF_WIDTH.items()
+                                                                     if re.search(rf'\b{w}\b', text)}
+
+
+def qualifier_mismatches(readme_short, findings):
+    """'claim-N: NUMBER: what differs' for every linked number of the short answer's table whose findings clause
+    holds another optimizer, depth, baseline, horizon, q/k/v form or rate regime than the README's row says."""
+    mismatches = []
+    for line in readme_short.splitlines():
+        if not line.startswith('| ') or 'findings.md#' not in line:
+            continue
+        setting, training, baseline, numbers = [cell.strip() for cell in line.strip('| ').split(' | ')]
+        optimizer = 'Muon' if 'Muon' in setting else 'AdamW'
+        for text, anchor in LINKED.findall(numbers):
+            row, before = row_by_anchor(findings, anchor), numbers.split(f'[{text}]')[0].rsplit(';', 1)[-1]
+            for number in NUMBER.findall(text):
+                clauses = clauses_to(row, number)
+                clause, said = clauses[-1], f'{anchor}: {number}'
+                if optimizer not in row or ({'Muon', 'AdamW'} - {optimizer}) & set(re.findall(r'\w+', clause)):
+                    mismatches.append(f'{said}: not {optimizer}')
+                if not depths(setting) <= (depths(clause) or depths(row)):
+                    mismatches.append(f'{said}: depth {sorted(depths(setting))} not in the row')
+                if ('zero head' in baseline) != ('zero head' in clause):
+                    mismatches.append(f'{said}: baseline {baseline!r}')
+                read = ' '.join(clauses) if '√d' in baseline else clause  # named once for the clauses after it
+                if ('√d' in baseline) != ('untied with √d' in read):
+                    mismatches.append(f'{said}: baseline {baseline!r} (√d)')
+                if ('one epoch' in training) != ('one epoch' in clause):
+                    mismatches.append(f'{said}: horizon {training!r}')
+                if optimizer == 'Muon' and nearest(clauses, QKV) != QKV[0]:  # the README's Muon: q, k and v apart
+                    mismatches.append(f'{said}: q, k, v not apart')
+                regime = [held for words, held in RATES.items() if words in before]
+                if regime and nearest(clauses, set(RATES.values())) != regime[-1]:
+                    mismatches.append(f'{said}: rates {regime[-1]!r}')
+    return mismatches
+
+
+def findings_text():
     with open(os.path.join(REPO_ROOT, FINDINGS), encoding='utf-8') as f:
-        findings = f.read()
-    for said, start, held in QUOTED:
-        assert ' '.join(said.split()) in short, said
-        assert held in row_of(findings, start), (start, held)
-    # the Muon range: the least and the most of row 18 (Muon)'s costs after 200 steps, each at its best
-    import re
-    muon = row_of(findings, '| 18 (Muon) |').split(' | ')[-1].split('after one epoch')[0]  # the key number
-    costs = [float(value.replace('−', '-')) for value in re.findall(r'([+−]\d\.\d{3}) \[', muon)]
-    assert f"+{min(costs):.3f} to +{max(costs):.3f} nats after 200 steps" in short
+        return f.read()
+
+
+def test_every_number_of_the_short_answer_is_its_rows_in_its_setting():
+    short, findings = readme_short_answer()[0], findings_text()
+    linked = [number for text, _ in LINKED.findall(short) for number in NUMBER.findall(text)]
+    assert len(linked) >= 14  # the table itself, not an empty parse
+    assert qualifier_mismatches(short, findings) == []
+    # every number of the advice above the table is one of the table's, in a row of the same optimizer and depth
+    advice = short.split('\n| ', 1)[0].split('\n* ')[1:]
+    table = [line for line in short.splitlines() if line.startswith('| ') and 'findings.md#' in line]
+    for bullet in advice:
+        lead = bullet.split(':', 1)[0]
+        same = ' '.join(line for line in table if line.split(' | ')[0].strip('| ') in lead)
+        for number in re.findall(r'\d\.\d{3}', bullet):
+            assert number in same, (lead, number)
+
+
+def test_the_qualifier_check_sees_a_sentence_that_differs_from_its_row():
+    findings = findings_text()
+    row = row_by_anchor(findings, 'claim-14')
+    short = ('| AdamW, 4 layers | 700 steps | zero head | each at its own best rate '
+             '[+0.023 [+0.001, +0.045]](docs/findings.md#claim-14) |')
+    assert qualifier_mismatches(short, findings) == []
+    for planted, says in [(short.replace('zero head', 'normal head'), 'baseline'),
+                          (short.replace('AdamW', 'Muon'), 'not Muon'),
+                          (short.replace('4 layers', '20 layers'), 'depth'),
+                          (short.replace('700 steps', 'one epoch'), 'horizon'),
+                          (short.replace('each at its own best rate', 'the default rates'), 'rates')]:
+        assert any(says in found for found in qualifier_mismatches(planted, findings)), planted
+    moved = findings.replace(row, row.replace('against a zero head, each', 'each'))
+    assert any('baseline' in found for found in qualifier_mismatches(short, moved))
+
+
+# A figure quoted on two pages with two values: an interval is its own label (one point estimate for each bracket,
+# wherever it is quoted), and the counts a reader meets on several pages are labelled by their words.
+PAGES = ['README.md'] + [os.path.join('docs', name) for name in sorted(os.listdir(os.path.join(REPO_ROOT, 'docs')))
+                         if name.endswith('.md')]
+INTERVAL = re.compile(r'([+−-]?\d+(?:\.\d+)?)\s*\**\s*\[([+−-]?\d+(?:\.\d+)?), ([+−-]?\d+(?:\.\d+)?)\]')
+COUNT_WORDS = r'(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|nineteen|twenty|\d{1,3})'
+LABELS = {'experiments': rf'\b({COUNT_WORDS}) experiments\b', 'claims': rf'\b({COUNT_WORDS}) claims\b',
+          "experiment 3's runs": r"experiment 3's (\d+) runs"}
+
+
+def figures_with_two_values(texts):
+    """'LABEL: {values} (pages)' for every labelled figure the pages quote with more than one value."""
+    values, pages = {}, {}
+    for page, text in texts.items():
+        text = ' '.join(text.split()).replace('−', '-')
+        found = [(f'[{low}, {high}]', point.lstrip('+')) for point, low, high in INTERVAL.findall(text)]
+        found += [(label, value.lower()) for label, pattern in LABELS.items()
+                  for value in re.findall(pattern, text, flags=re.I)]
+        for label, value in found:
+            values.setdefault(label, set()).add(value)
+            pages.setdefault(label, set()).add(page)
+    return [f'{label}: {sorted(found)} ({", ".join(sorted(pages[label]))})' for label, found in values.items()
+            if len(found) > 1]
+
+
+def test_a_figure_has_one_value_on_every_page():
+    texts = {}
+    for page in PAGES:
+        with open(os.path.join(REPO_ROOT, page), encoding='utf-8') as f:
+            texts[page] = f.read()
+    assert sum(len(INTERVAL.findall(text)) for text in texts.values()) > 100  # the pages, not an empty parse
+    assert figures_with_two_values(texts) == []
+
+
+def test_the_figure_check_sees_two_values():
+    assert figures_with_two_values({'a.md': 'tied costs +0.161 [+0.146, +0.176] in eight experiments',
+                                    'b.md': 'and +0.161 [+0.146, +0.176] from Eight experiments'}) == []
+    assert figures_with_two_values({'a.md': 'costs +0.161 [+0.146, +0.176]', 'b.md': 'costs +0.195 [+0.146, +0.176]'}
+                                   ) == ['[+0.146, +0.176]: [\'0.161\', \'0.195\'] (a.md, b.md)']
+    assert figures_with_two_values({'a.md': 'Seven experiments', 'b.md': 'the eight experiments'}) == [
+        "experiments: ['eight', 'seven'] (a.md, b.md)"]
 
 
 def test_every_number_of_the_why_section_is_the_initial_loss_tables():

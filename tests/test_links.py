@@ -53,6 +53,7 @@ def headings(path):
             count = seen.get(anchor, 0)
             seen[anchor] = count + 1
             found.append((text, anchor if count == 0 else f'{anchor}-{count}'))
+        found += [(anchor, anchor) for anchor in re.findall(r'<a id="([\w-]+)"></a>', line)]  # a table row's own
     return found
 
 
