@@ -372,8 +372,8 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
 MUON_BEST = ('each at its best {muon_w64_best}, {muon_w96_best} ({muon_w96_check} with tied at ×10, the rate a '
              'full-length run prefers), {muon_w128_best}, {muon_w160_best} from w64 to w160')
 README_QUOTES = {
-    '18 (Muon)': [(MUON_BEST.replace(', the rate a full-length run prefers', ''), None,
-                   'under Muon, q, k and v apart')],
+    '18 (Muon)': [('each at its best {muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to '
+                   'w160', None, 'under Muon, q, k and v apart')],
     ('details', '18 (Muon)'): [
         ('at the default rates {muon_w64_default}, {muon_w96_default}, {muon_w128_default}, {muon_w160_default}',
          None, 'under Muon'),
@@ -384,7 +384,7 @@ README_QUOTES = {
                    ('{adamw_w160_best} at w160 (20 layers)', 'each at its best, 200 steps', None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
                     'w160, fresh seeds, against untied with √d', None),
-                   ('one epoch, the same: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
+                   ('one epoch, at the 200-step picks: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
          'at its best', None, 'Under AdamW'),

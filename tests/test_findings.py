@@ -60,7 +60,8 @@ NUMBER = re.compile(r'[+−-]\d\.\d{3}(?: \[[+−-]\d\.\d{3}, [+−-]\d\.\d{3}\]
 DEPTH_OF_WIDTH = {'w64': 2, 'w96': 4, 'w128': 8, 'w160': 20}  # the ladder of experiment 7
 # a family of qualifiers: its words as the README writes them -> as a findings clause writes them
 RATES = {'one rate for every matrix': 'default rates', 'the default rates': 'default rates',
-         'each at its own best rate': 'at its best', "the ends' decay held": 'decay held'}
+         'each at its own best rate': 'at its best', "the ends' decay held": 'decay held',
+         'the 200-step picks': '200-step picks'}
 QKV = ('q, k and v apart', 'one matrix')
 
 
@@ -101,8 +102,10 @@ def nearest(clauses, words):
 
 
 def depths(text):
-    return {int(n) for n in re.findall(r'\b(\d+) layers', text)} | {d for w, d in DEPTH_OF_WIDTH.items()
-                                                                     if re.search(rf'\b{w}\b', text)}
+    """The depths a text names: '4 layers', '2-20 layers', '8 and 20 layers', or a ladder width such as 'w160'."""
+    named = re.findall(r'\b(\d+)(?:(?:-| and )(\d+))? layers', text)
+    return {int(n) for pair in named for n in pair if n} | {d for w, d in DEPTH_OF_WIDTH.items()
+                                                           if re.search(rf'\b{w}\b', text)}
 
 
 def qualifier_mismatches(readme_short, findings):
@@ -153,7 +156,9 @@ def test_every_number_of_the_short_answer_is_its_rows_in_its_setting():
     table = [line for line in short.splitlines() if line.startswith('| ') and 'findings.md#' in line]
     for bullet in advice:
         lead = bullet.split(':', 1)[0]
-        same = ' '.join(line for line in table if line.split(' | ')[0].strip('| ') in lead)
+        optimizer = re.findall(r'AdamW|Muon', lead)
+        same = ' '.join(line for line in table if optimizer and optimizer[0] in line.split(' | ')[0]
+                        and depths(line.split(' | ')[0]) & depths(lead))
         for number in re.findall(r'\d\.\d{3}', bullet):
             assert number in same, (lead, number)
 
