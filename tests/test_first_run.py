@@ -249,3 +249,14 @@ def test_a_picture_of_what_is_no_run_is_one_line_naming_the_culprit_and_what_is_
                           'takes --plot=FILE.png and no other option, got --modes=tied')
     assert not (tmp_path / 'x.png').exists()
 
+
+def test_the_quick_start_draws_the_two_runs_it_trained():
+    """The README's one command draws docs/first_run.png's picture from the out_dirs its two train.py runs wrote
+    (out-tied, then train.py's default, out), and the README shows the committed picture."""
+    import re
+    readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    command = next(line.strip() for line in readme.splitlines() if line.strip().startswith('pip install -r'))
+    trained = [(re.findall(r'--out_dir=(\S+)', part) or [train.DEFAULTS['out_dir']])[0]
+               for part in command.split(' && ') if part.startswith('python train.py')]
+    assert re.search(rf"&& python ablate.py --plot_runs={','.join(trained)} --plot=\S+\.png", command), command
+    assert '(docs/first_run.png)' in readme and os.path.isfile(os.path.join(ROOT, 'docs', 'first_run.png'))
