@@ -13,6 +13,7 @@ ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other ru
     python ablate.py --quick                           # smoke test: a tiny model, seconds per mode
     python ablate.py config/ablate_char.py --jobs=1    # one run after another, in this process
     python ablate.py config/ablate_char_sigma.py --versus=out-ablation-char-sigma-noscale  # + this minus that
+    python ablate.py --plot_runs=out-tied,out --plot=first_run.png   # no ablation: train.py runs drawn side by side
 
 Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
 init_from (ablate.py decides it). Each run is train.train itself, the loop of train.py, in
@@ -74,6 +75,7 @@ copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which i
 the text repeats more than one token in 2n.
 """
 
+import csv
 import json
 import os
 import time
@@ -83,18 +85,18 @@ import torch
 import train
 from lib import memory, run_files
 from lab.ablation_grid import (ABLATE_KEYS, LEGACY_RUN_KEYS, MODES, MUON_KEYS, ROW_FORMS, ROWS, UNTIE_ROW, check_row,
-                               model_config, parse_row, recorded_config, recorded_eval_seed, untie_iter)
-from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_tuned_lens
-from lab.ablation_report import markdown, read_other_summary, summarize, versus_other, write_csv
+                               model_config, parse_row, recorded_config, recorded_eval_seed, row_label, untie_iter)
+from lab.ablation_figure import plot, plot_gradient_sources, plot_rate_sweep, plot_runs, plot_tuned_lens
+from lab.ablation_report import METRIC_KEYS, markdown, read_other_summary, summarize, versus_other, write_csv
 from lib.atomic_files import atomic_write_bytes, make_folder, output_file
-from lib.command_line import UserError, parse_modes, run_cli
+from lib.command_line import UserError, parse_config, parse_modes, run_cli
 from lab.floor import floors
 from lab.grid_runner import LOG_FILE, GridBar, Task, run_here, run_in_workers, usable_cores
 from lib.progress import say
 from lib.device import pick_device, pick_dtype
 from lib.prepared_data import load_meta
 from lib.training_run import DATA_IDENTITY, Diverged
-from lab.run_results import BucketData, bucket_numbers, lens_numbers, read_result
+from lab.run_results import BucketData, bucket_numbers, lens_numbers, number, read_result
 
 
 # train.py's keys, minus the two ablate.py decides per run, plus its own; log_interval=1 (train.py: 10).
@@ -433,8 +435,66 @@ def ablate(cfg, argv=()):
     return dict(done, info=info, figure=figure if has_figure else None)
 
 
+# ---------------------------------------------------------------- --plot_runs: runs drawn, nothing trained
+
+PLOT_KEYS = dict(plot_runs='', plot='runs.png')  # train.py out_dirs, comma separated; the PNG they are drawn into
+
+
+def run_curve(folder):
+    """One train.py run's metrics.csv as the summary reads it (numbers, None where a cell is empty), its label (the tie
+    mode its ckpt.pt was trained with) and its settings; a folder that is no finished run is one line naming it."""
+    metrics, ckpt = os.path.join(folder, 'metrics.csv'), os.path.join(folder, 'ckpt.pt')
+    allowed = "give the out_dirs of train.py runs, comma separated, e.g. --plot_runs=out-tied,out"
+    if not os.path.isdir(folder):
+        raise UserError(f"--plot_runs: {folder} is no folder; {allowed}")
+    for path in (metrics, ckpt):
+        if not os.path.isfile(path):
+            raise UserError(f"--plot_runs: {folder} has no {os.path.basename(path)}, so it is no train.py run; "
+                            f"{allowed}")
+    try:
+        raw = run_files.read_metrics(metrics)
+        if not raw or not {'iter', 'step_loss', 'val_loss'} <= set(raw[0]):
+            raise ValueError("no header with iter, step_loss and val_loss, or no row under it")
+        rows = [dict({k: number(r.get(k)) for k in METRIC_KEYS}, iter=int(r['iter'])) for r in raw]
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError, TypeError) as e:
+        raise UserError(f"--plot_runs: {metrics} is not a metrics.csv as train.py writes it ({type(e).__name__}: {e}); "
+                        f"it must hold a row per logged iteration, a number or nothing in each cell") from None
+    saved = run_files.load_checkpoint(ckpt, 'cpu')
+    cfg = dict(saved['config'], vocab_size=saved['meta']['vocab_size'])  # the data's, not a padded head's
+    return rows, row_label(UNTIE_ROW, cfg['untie_at']) if cfg.get('untie_at') else cfg['tie_mode'], cfg
+
+
+def draw_runs(argv):
+    """--plot_runs: each run's loss and copy probe against the step, one line per run, into --plot's PNG."""
+    if others := [arg for arg in argv if arg.partition('=')[0] not in ('--plot_runs', '--plot')]:
+        raise UserError(f"--plot_runs draws finished runs and trains nothing: it takes --plot=FILE.png and no other "
+                        f"option, got {others[0]}")
+    cfg = parse_config(PLOT_KEYS, argv)
+    curves, info = {}, dict(labels={}, untie_iter=None, vocab_size=set(), title=[])
+    for folder in dict.fromkeys(name.strip() for name in cfg['plot_runs'].split(',') if name.strip()):
+        rows, label, run_cfg = run_curve(folder)
+        curves[folder] = [rows]
+        info['labels'][folder] = label if label not in info['labels'].values() else f"{label} ({folder})"
+        info['vocab_size'].add(run_cfg['vocab_size'])
+        info['title'].append(f"{folder} ({label}): {run_cfg['dataset']}, {run_cfg['n_layer']}L x {run_cfg['n_embd']}, "
+                             f"{run_cfg['max_iters']} iterations")
+    if not curves or len(info['vocab_size']) > 1:
+        raise UserError(f"--plot_runs={cfg['plot_runs']}: give one or more runs trained on one vocabulary, comma "
+                        f"separated (these have {len(info['vocab_size'])} vocabularies)")
+    repeats = [r['repeat_rate'] for (rows,) in curves.values() for r in rows if r['repeat_rate'] is not None]
+    info.update(vocab_size=info['vocab_size'].pop(), repeat_rate=sum(repeats) / len(repeats) if repeats else None,
+                title='; '.join(info['title']))
+    with output_file(cfg['plot'], '--plot'):
+        if not plot_runs(cfg['plot'], curves, info):
+            raise UserError("--plot_runs needs matplotlib, which is not installed: pip install matplotlib")
+    print(f"wrote {cfg['plot']}: {', '.join(f'{label} ({folder})' for folder, label in info['labels'].items())}")
+
+
 def main(argv):
-    ablate(parse_args(argv), argv)
+    if any(arg.partition('=')[0] == '--plot_runs' for arg in argv):
+        draw_runs(argv)
+    else:
+        ablate(parse_args(argv), argv)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """An ablation's figures: loss_curves.png (every mode's training and validation loss, and its copy probe),
 grad_sources.png (where the shared matrix's gradient comes from), the rate sweeps' heat maps and the tuned lens.
-Curves are means over seeds, their range shaded; each returns False, drawing nothing, without matplotlib."""
+Curves are means over seeds, their range shaded; plot_runs draws single train.py runs side by side (ablate.py
+--plot_runs). Each returns False, drawing nothing, without matplotlib."""
 
 import itertools
 import math
@@ -162,6 +163,32 @@ def plot(path, curves, info):
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
                  f"{'mean of ' + str(seeds) + ' seeds (shaded: lowest to highest)' if seeds > 1 else 'one seed'}; "
                  f"losses: training steps (lines, smoothed) and validation (dots); right: copy_prob", fontsize=10)
+    return save(plt, fig, path)
+
+
+def plot_runs(path, curves, info):
+    """ablate.py --plot_runs' figure: single train.py runs side by side, one line each (labelled info['labels'][run]):
+    left, the loss against the step, training steps (a light line) and validation (dots) beside log n; right, the copy
+    probe, as plot_copy draws it. Nothing is smoothed or clipped: a tied start far above log n is the point."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, (ax_loss, ax_copy) = plt.subplots(1, 2, figsize=(11, 4.4))
+    for k, (run, seed_rows) in enumerate(curves.items()):
+        iters, step, _, _ = seed_curve(seed_rows, 'step_loss')
+        ax_loss.plot(iters, step, color=f'C{k}', alpha=0.45, linewidth=1.0, label=f"_{info['labels'][run]}, steps")
+        val_iters, *val = seed_curve(seed_rows, 'val_loss')
+        mean_and_range(ax_loss, val_iters, val, k, 1, marker='o', markersize=3.5, linewidth=0.8,
+                       label=info['labels'][run])
+    reference_line(ax_loss, math.log(info['vocab_size']), 'log n')
+    ax_loss.set_xlabel('iteration')
+    ax_loss.set_ylabel('loss (nats/token)')
+    ax_loss.set_title('loss: training steps (lines) and validation (dots)', fontsize=9)
+    ax_loss.legend(fontsize=8)
+    plot_copy(ax_copy, curves, info)
+    for ax in (ax_loss, ax_copy):
+        ax.grid(True, which='both', alpha=0.25)
+    fig.suptitle(info['title'], fontsize=10)
     return save(plt, fig, path)
 
 

@@ -169,3 +169,94 @@ def test_the_copy_probe_on_a_progress_line_is_that_steps_and_falls_between_evalu
     copies = {int(it): int(copy) for it, _, copy in lines}
     assert sorted(copies) == [0, 10, 20, 30], printed.getvalue()
     assert copies[0] >= 90 and copies[20] < copies[0] and copies[30] <= copies[0] - 30, copies
+
+
+# The picture of the first run (the quick start's `python ablate.py --plot_runs=out-tied,out ...`): two runs'
+# metrics.csv written by hand as train.py writes them, a row per logged step and the evaluation's cells (val_loss, the
+# copy probe) filled only on some rows.
+PICTURE_CSV = ('iter,step_loss,train_loss,val_loss,lr,copy_prob,repeat_rate\n0,10.9221,10.9497,10.8993,1e-05,0.9981,'
+               '0.02656\n10,9.5169,,,1e-04,,\n20,3.1561,3.2231,3.271,2e-04,0.07191,0.02656\n',
+               'iter,step_loss,train_loss,val_loss,lr,copy_prob,repeat_rate\n0,4.7512,4.7101,4.7342,1e-05,0.0207,'
+               '0.02656\n10,3.9,,,1e-04,,\n20,3.0012,3.0101,3.0203,2e-04,0.0301,0.02656\n')
+
+
+@pytest.fixture(scope='module')
+def picture_runs(tiny_data, tmp_path_factory):
+    """[out_dir] of a one-step tiny tied run and a shuffle one, in folders whose names say nothing of the mode (a
+    label can only come from the run), each with a hand-written metrics.csv in place of its own; and
+    {out_dir: {column: [(iter, value)] of its csv's filled cells}}."""
+    import csv
+    import io
+    from conftest import train_tiny_run
+    folders, columns = [], {}
+    for text, mode in zip(PICTURE_CSV, ('tied', 'shuffle')):
+        folder = train_tiny_run(tiny_data, tmp_path_factory, 'run', tie_mode=mode, max_iters=1)
+        with open(os.path.join(folder, 'metrics.csv'), 'w', encoding='utf-8') as f:
+            f.write(text)
+        rows = list(csv.DictReader(io.StringIO(text)))
+        columns[folder] = {key: [(int(r['iter']), float(r[key])) for r in rows if r[key]] for key in rows[0]}
+        folders.append(folder)
+    return folders, columns
+
+
+def test_the_first_run_picture_draws_each_runs_csv_under_the_tie_mode_it_was_trained_with(picture_runs, tmp_path,
+                                                                                          monkeypatch):
+    """Left, each run's training steps and validation losses; right, its copy probe: each series its csv's column
+    point for point, under the label of the tie mode in the run's ckpt.pt, in the order the runs are given."""
+    import ablate
+    from lab import ablation_figure
+    folders, columns = picture_runs
+    drawn, save = [], ablation_figure.save
+    monkeypatch.setattr(ablation_figure, 'save', lambda plt, fig, path: drawn.append(fig) or save(plt, fig, path))
+    ablate.main([f"--plot_runs={','.join(folders)}", f"--plot={tmp_path / 'first_run.png'}"])
+    assert (tmp_path / 'first_run.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    (figure,) = drawn
+    ax_loss, ax_copy = figure.axes
+
+    def series(ax, suffix=''):
+        """{label: [(x, y)]} of the panel's lines whose label ends in suffix; without one, those a legend shows."""
+        return {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()
+                if line.get_label().endswith(suffix) and (suffix or not line.get_label().startswith('_'))}
+    labels = dict(zip(folders, ('tied', 'shuffle')))
+    assert series(ax_loss) == {labels[f]: columns[f]['val_loss'] for f in folders}
+    assert series(ax_loss, ', steps') == {f'_{labels[f]}, steps': columns[f]['step_loss'] for f in folders}
+    assert series(ax_copy) == {labels[f]: columns[f]['copy_prob'] for f in folders}
+    assert [text.get_text() for text in ax_loss.get_legend().get_texts()] == ['tied', 'shuffle']
+
+
+def test_a_picture_of_what_is_no_run_is_one_line_naming_the_culprit_and_what_is_allowed(picture_runs, tmp_path):
+    from conftest import assert_one_line_error, run_in_process
+    folders, _ = picture_runs
+    good, png = folders[0], f"--plot={tmp_path / 'x.png'}"
+    (tmp_path / 'empty').mkdir()
+    for runs, culprit, allowed in (
+            (f"{good},{tmp_path / 'missing'}", f"{tmp_path / 'missing'} is no folder", 'give the out_dirs'),
+            (f"{tmp_path / 'empty'},{good}", f"{tmp_path / 'empty'} has no metrics.csv", 'give the out_dirs'),
+            (',', '--plot_runs=,:', 'give one or more runs')):
+        assert_one_line_error(run_in_process('ablate.py', f'--plot_runs={runs}', png), culprit, allowed)
+    bad = os.path.join(folders[1], 'metrics.csv')
+    try:
+        for text, why in ((PICTURE_CSV[1].replace('3.0203', 'abc'), "could not convert string to float: 'abc'"),
+                          ('', 'no header with iter, step_loss and val_loss'), ('iter,loss\n0,4.1\n', 'no header')):
+            with open(bad, 'w', encoding='utf-8') as f:
+                f.write(text)
+            assert_one_line_error(run_in_process('ablate.py', f"--plot_runs={','.join(folders)}", png),
+                                  f'{bad} is not a metrics.csv', why, 'a number or nothing in each cell')
+    finally:  # the module's other test reads it
+        with open(bad, 'w', encoding='utf-8') as f:
+            f.write(PICTURE_CSV[1])
+    assert_one_line_error(run_in_process('ablate.py', f'--plot_runs={good}', '--modes=tied'),
+                          'takes --plot=FILE.png and no other option, got --modes=tied')
+    assert not (tmp_path / 'x.png').exists()
+
+
+def test_the_quick_start_draws_the_two_runs_it_trained():
+    """The README's one command draws docs/first_run.png's picture from the out_dirs its two train.py runs wrote
+    (out-tied, then train.py's default, out), and the README shows the committed picture."""
+    import re
+    readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    command = next(line.strip() for line in readme.splitlines() if line.strip().startswith('pip install -r'))
+    trained = [(re.findall(r'--out_dir=(\S+)', part) or [train.DEFAULTS['out_dir']])[0]
+               for part in command.split(' && ') if part.startswith('python train.py')]
+    assert re.search(rf"&& python ablate.py --plot_runs={','.join(trained)} --plot=\S+\.png", command), command
+    assert '(docs/first_run.png)' in readme and os.path.isfile(os.path.join(ROOT, 'docs', 'first_run.png'))

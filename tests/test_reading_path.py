@@ -107,7 +107,7 @@ def test_the_readme_gives_each_file_on_the_reading_path_its_true_length():
 
 def test_the_short_answer_comes_early_and_short_and_the_quick_start_shows_the_trap_and_a_remedy():
     lines = source('README.md').splitlines()
-    assert any(line.startswith('## Should you tie?') for line in lines[:50])
+    assert any(line.startswith("## Should you tie?") for line in lines[:60])  # after the terms it uses are taught
     quick = source('README.md').split('## Quick start', 1)[1].split('\n## ', 1)[0]
     command = next(line.strip() for line in quick.splitlines() if line.strip().startswith('pip install'))
     # the trap and its remedy: plain tying (train.py's default mode) first, then shuffle, both of the first run's config
