@@ -39,7 +39,7 @@ def test_the_paired_table_is_the_committed_runs(setting, monkeypatch):
 # Each optimizer's sweep best and the cell the page names beside it, and the select stage's two rows, pick first.
 QUOTED_CELLS = {'adamw': ((100.0, 3.0), (300.0, 3.0), '×300 and ×3', ('untied_e30_h3', 'untied_e100_h3')),
                 'muon': ((10.0, 10.0), (10.0, 3.0), '×10 and ×3', ('untied_e10_h3', 'untied_e10_h10')),
-                'w160': ((1000.0, 10.0), (3000.0, 10.0), '×3000 and ×10', ('untied_e1000_h10', 'untied_e3000_h10'))}
+                'w160': ((1000.0, 10.0), (3000.0, 10.0), '×3000 and ×10', ('untied_e300_h10', 'untied_e1000_h10'))}
 
 
 @pytest.mark.parametrize('optimizer', QUOTED_CELLS)
