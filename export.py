@@ -32,11 +32,10 @@ Needs transformers (pip install transformers).
 import json
 import math
 import os
-import shutil
 
 import torch
 
-from lib.atomic_files import make_folder
+from lib.atomic_files import make_folder, new_folder
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
 from lib.run_files import load_checkpoint, model_from_checkpoint
@@ -164,8 +163,6 @@ def main(argv):
         raise UserError(f"--to={cfg['to']} exists and is not an empty folder; export never overwrites: "
                         f"choose a new folder")
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if not os.path.isfile(ckpt_path):
-        raise UserError(f"no checkpoint at {ckpt_path}; train first, or point --out_dir at a run")
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     args, meta = ckpt['model_args'], ckpt['meta']
     # the modes GPT-2 cannot express stop here, before the slow import
@@ -181,19 +178,13 @@ def main(argv):
         raise UserError("export needs Hugging Face transformers, which is not installed: "
                         "pip install transformers") from None
 
-    # Written beside the target under a temporary name and renamed when complete: a crash, a kill or
+    # Written beside the target under a temporary name and renamed when complete (new_folder): a crash, a kill or
     # a failed check leaves --to as it was.
-    tmp = os.path.join(os.path.dirname(target), f'.{os.path.basename(target)}.tmp-{os.getpid()}')
     try:
-        os.makedirs(tmp)
-        diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
-        if os.path.isdir(target):
-            os.rmdir(target)  # empty, as checked above; rmdir refuses a folder someone has filled since
-        os.rename(tmp, target)
+        with new_folder(target, '--to') as tmp:
+            diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
     except OSError as e:
         raise UserError(f"cannot write --to={cfg['to']}: {e.strerror or e}; nothing was written there") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
     tie = 'true (the shared matrix stored once)' if hf_kwargs['tie_word_embeddings'] else 'false'
     print(f"wrote {cfg['to']}: GPT-2 with n_layer={args['n_layer']}, n_head={args['n_head']}, n_embd={args['n_embd']}, "

@@ -122,6 +122,9 @@ def new_folder(folder, label, holds=()):
         yield tmp
         for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
             _fsync(os.path.join(tmp, entry), os.O_RDONLY)
+        if replacing and not os.listdir(real):  # empty (export's --to): rmdir refuses a folder filled since
+            os.rmdir(real)
+            replacing = False
         if replacing:
             os.rename(real, aside)
         try:

@@ -20,8 +20,7 @@ CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'be
 
 def load_checkpoint(path, device):
     if not os.path.exists(path):
-        raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
-                        f"or point --out_dir at the run to resume")
+        raise UserError(f"no checkpoint at {path}; train first, or point --out_dir at a run")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True, mmap=True)  # file-backed, not copied
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
