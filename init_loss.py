@@ -198,10 +198,8 @@ def pretrained_main(args):
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read --text={args['text']}: {getattr(e, 'strerror', None) or e}") from None
     encode, _ = get_codec(pretrained_meta(args['init_from']))
-    model = from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
+    model = from_pretrained(args['init_from'], block_size=args['block_size']).to(args['device']).eval()
     model.config.pad_vocab_to = pick_pad_vocab(args['pad_vocab'], args['device'])
-    if args['block_size'] > model.config.block_size:
-        raise UserError(f"--block_size={args['block_size']} is longer than the model's {model.config.block_size}")
     ids = torch.tensor(encode(text), dtype=torch.long, device=args['device'])
     row = measure_pretrained(model, ids, args['block_size'], args['windows'])
     row = dict(init_from=args['init_from'], text=args['text'], block_size=args['block_size'],
