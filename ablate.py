@@ -209,9 +209,8 @@ def check_same_config(wanted, saved, where, run_dir, finished=False):
     if 'seed' in saved:
         saved = dict(saved, eval_seed=recorded_eval_seed(saved))
     unused = MUON_KEYS if wanted.get('optimizer') == 'adamw' else ()  # what an AdamW run never reads
-    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k] and k not in unused
-              and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]
-    if differ:
+    if differ := [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k] and k not in unused
+                  and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]:
         key = differ[0]
         more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""
         raise UserError(f"{where} was made with {key}={saved.get(key)!r}, but this ablation asks for "
@@ -238,8 +237,7 @@ def jobs_and_threads(cfg, device, runs=None):
 
 def visible_gpus():
     """The CUDA devices this process may use, as CUDA_VISIBLE_DEVICES names them (or their indices)."""
-    listed = os.environ.get('CUDA_VISIBLE_DEVICES')
-    if listed is not None:
+    if (listed := os.environ.get('CUDA_VISIBLE_DEVICES')) is not None:
         return [gpu.strip() for gpu in listed.split(',') if gpu.strip()]
     return [str(k) for k in range(torch.cuda.device_count())]
 

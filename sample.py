@@ -132,8 +132,7 @@ def read_prompt(start):
         raise UserError(f"--start=FILE:{path} is a device, which never ends; give a text file")  # /dev/zero
     # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
     # before, where the machine cannot hold them.
-    short = memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None
-    if short:
+    if short := memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None:
         raise UserError(f"--start=FILE:{path} has {format_bytes(os.path.getsize(path))}; reading it needs {short}; "
                         f"use a shorter prompt")
     try:

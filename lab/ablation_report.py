@@ -407,8 +407,7 @@ def markdown(info):
     lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
-    aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
-    if aligned:
+    if aligned := {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}:
         lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
                       "run, by linear CKA (blind to rotations and scale of the hidden space; 1 = the same geometry), "
                       "beside the CKA of two independent random matrices of that shape:", ""]

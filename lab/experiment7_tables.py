@@ -291,12 +291,10 @@ def best_rows(untied, tied, families=None):
 
 def inside(out_dir, cells):
     """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates."""
-    missing = missing_neighbours(*cells)
-    if missing:
+    if missing := missing_neighbours(*cells):
         raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                          f"run its sweep stage again, which widens the grid")
-    ends = at_the_ladders_end(*cells)
-    if ends:
+    if ends := at_the_ladders_end(*cells):
         raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
                          f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                          f"sweep stage again")

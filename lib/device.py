@@ -28,8 +28,7 @@ def pick_device(device):
         if not torch.cuda.is_available():
             raise UserError(f"--device={device} but CUDA is not available here "
                             f"(torch {torch.__version__}); use --device=cpu or --device=auto")
-        index = torch.device(device).index
-        if index is not None and index >= torch.cuda.device_count():
+        if (index := torch.device(device).index) is not None and index >= torch.cuda.device_count():
             raise UserError(f"--device={device} but only {torch.cuda.device_count()} CUDA device(s) are visible")
     if kind == "mps" and not mps_available:
         raise UserError("--device=mps but MPS is not available here; use --device=cpu or --device=auto")

@@ -74,8 +74,7 @@ def _meta_problem(meta):
     if not isinstance(meta, dict):
         return f"holds a JSON {type(meta).__name__}, not an object"
     required = ["vocab_size", "tokenizer", "dtype", "train_tokens", "val_tokens"]
-    missing = [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]
-    if missing:
+    if missing := [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]:
         return f"lacks {', '.join(missing)}"
     for key, least in (("vocab_size", 1), ("train_tokens", 0), ("val_tokens", 0)):
         value = meta[key]
@@ -103,8 +102,7 @@ def _meta_problem(meta):
             shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
             return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
                     f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
-    wrong = [key for key, kind in FIELDS.items() if key in meta and not isinstance(meta[key], kind)]
-    if wrong:
+    if wrong := [key for key, kind in FIELDS.items() if key in meta and not isinstance(meta[key], kind)]:
         return f"gives {wrong[0]}={meta[wrong[0]]!r}; it must be {'text' if FIELDS[wrong[0]] is str else 'an integer'}"
     largest = meta.get("largest_id")
     if "largest_id" in meta and not (isinstance(largest, dict) and all(

@@ -68,8 +68,7 @@ def model_from_checkpoint(ckpt, path):
         # could name the misfit: one the machine cannot hold is refused here, before anything is allocated.
         held = sum(t.numel() for t in ckpt['model'].values() if isinstance(t, torch.Tensor))
         asked = matrix_params(config)
-        short = memory_shortfall(4 * asked, 'cpu') if asked > held else None
-        if short:
+        if short := memory_shortfall(4 * asked, 'cpu') if asked > held else None:
             raise ValueError(f"its model_args ask for at least {asked:,} parameters, whose weights need {short}, "
                              f"but the file holds {held:,}")
         model = GPT(config)

@@ -61,10 +61,9 @@ def parse_settings(argv, defaults, extra_choices=None):
     check_optimizer_args(cfg)
     check_seed(cfg['seed'])
     check_seed(cfg['eval_seed'], 'eval_seed')
-    if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
-        raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
-    if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
-        raise UserError(f"--lr_decay_iters must be a positive integer or None, got {cfg['lr_decay_iters']!r}")
+    for key in ('vocab_size', 'lr_decay_iters'):  # None defaults: any literal gets this far
+        if cfg[key] is not None and (not isinstance(cfg[key], int) or cfg[key] < 1):
+            raise UserError(f"--{key} must be a positive integer or None, got {cfg[key]!r}")
     untie_at = cfg.get('untie_at')
     if untie_at is not None and (isinstance(untie_at, bool) or not isinstance(untie_at, (int, float))
                                  or not 0 < untie_at < 1):
@@ -314,8 +313,7 @@ class Run:
     def evaluated(self, iter_num, losses, best_val_loss, fingerprint):
         """After an evaluation: refuse broken weights, keep the best ones in best.pt, save the checkpoint.
         Returns the best validation loss so far."""
-        bad = [v for v in losses.values() if not math.isfinite(v)]
-        if bad:  # the weights are already broken: never save them
+        if bad := [v for v in losses.values() if not math.isfinite(v)]:  # the weights are broken: never save them
             raise self.non_finite('evaluation loss', bad[0], iter_num)
         # The best point so far, kept beside the last (best.pt), so that "at the best point" can be scored later on
         # the whole validation split (lab/run_results.py); not the resumed iteration's, saved before.
