@@ -7,14 +7,12 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
                                                      # (and eager vs compile on a GPU)
     python bench.py --compare --compare_compile=true # with the rows that compile first, on a CPU too
 
-Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
-counted once, attention included), achieved FLOP/s, MFU and peak memory. MFU is against the
-datasheet peak of a known GPU, or on a CPU against a peak this script measures itself (the
-best of several large matmuls in the training dtype), so "how close to the limit" is a
-number on every machine. With --compare, every setting is built in one process, the timing
-rounds are interleaved so that noise from a shared machine hits all rows alike, and each row
-is given as a ratio to the first, which is what train.py runs. On a CPU one row is the
-reference step, NanoGPT's: float32 with torch's for-loop AdamW.
+Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix counted once, attention
+included), achieved FLOP/s, MFU and peak memory. MFU is against the datasheet peak of a known GPU, or on a CPU against a
+peak this script measures itself (the best of several large matmuls in the training dtype), so "how close to the limit"
+is a number on every machine. With --compare, every setting is built in one process, the timing rounds are interleaved
+so that noise from a shared machine hits all rows alike, and each row is given as a ratio to the first, which is what
+train.py runs. On a CPU one row is the reference step, NanoGPT's: float32 with torch's for-loop AdamW.
 
 The step timed is train.training_step, the same code train.py runs; batches are random
 tokens (the cost of a step does not depend on their values).

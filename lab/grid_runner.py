@@ -211,9 +211,8 @@ def run_logged(task, run_fn, progress, whole_process):
 # ---------------------------------------------------------------- a run's share of the grid's bar, and the queue
 
 class RunProgress:
-    """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a
-    resumed run really starts (the bar counted the checkpoint that planning saw, and another process may have
-    moved it on since)."""
+    """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a resumed run
+    really starts (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
 
     def __init__(self, bar, task):
         self.bar, self.task, self.counted = bar, task, 0
@@ -464,12 +463,11 @@ class WorkerPool(Grid):
 
 
 def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus=None):
-    """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is
-    claimed by the worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run
-    goes to on_failed (with its log's last line) and the others go on; a worker that dies is replaced. The
-    first Ctrl-C asks every running run to save and stop, a second one to stop at once; then
-    KeyboardInterrupt is raised, naming the runs stopped. gpus: the k-th worker's GPU (CUDA_VISIBLE_DEVICES), or
-    None. Returns the pids of the workers."""
+    """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is claimed by the
+    worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run goes to on_failed (with its
+    log's last line) and the others go on; a worker that dies is replaced. The first Ctrl-C asks every running run to
+    save and stop, a second one to stop at once; then KeyboardInterrupt is raised, naming the runs stopped. gpus: the
+    k-th worker's GPU (CUDA_VISIBLE_DEVICES), or None. Returns the pids of the workers."""
     pool = WorkerPool(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus)
     # Only the main thread may set a handler; where SIGINT is ignored (a background job), it stays so.
     in_main = (threading.current_thread() is threading.main_thread()

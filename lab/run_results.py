@@ -120,9 +120,8 @@ def loss_spike(value, window):
 
 
 def count_spikes(values, is_spike):
-    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged
-    with that column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives
-    None, not 0."""
+    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged with that
+    column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives None, not 0."""
     history, count, inside = [], 0, False
     for value in values:
         if value is None:
@@ -175,9 +174,8 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     return numbers
 
 
-# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the
-# shared row gets gradient from both ends?). (key, header, least count, count below which): a token seen
-# 10 times falls in '10-99'.
+# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the shared row
+# gets gradient from both ends?). (key, header, least count, count below which): a token seen 10 times falls in '10-99'.
 BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
            ('ge1000', 'seen ≥ 1000', 1000, None))
 BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]

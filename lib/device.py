@@ -45,12 +45,11 @@ _ONEDNN_ISAS = ('SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2', 'AVX512_CORE
 
 
 def cpu_has_native_bf16():
-    """True where torch's CPU matmuls (oneDNN) multiply bf16 in hardware: x86 avx512_bf16 or AMX.
-    There a bf16 matmul runs 2-3x as fast as fp32 (bench.py measures both peaks); elsewhere
-    oneDNN emulates bf16 about 15x slower than native, slower than fp32, so --dtype=auto keeps
-    float32. The answer follows what torch reports, not /proc/cpuinfo: oneDNN may be capped below
-    the CPU's own level (ONEDNN_MAX_CPU_ISA=AVX2, as `ATEN_CPU_CAPABILITY=avx2` tests do), and
-    then the cpuinfo flags are still there but the matmuls no longer use them."""
+    """True where torch's CPU matmuls (oneDNN) multiply bf16 in hardware: x86 avx512_bf16 or AMX. There a bf16 matmul
+    runs 2-3x as fast as fp32 (bench.py measures both peaks); elsewhere oneDNN emulates bf16 about 15x slower than
+    native, slower than fp32, so --dtype=auto keeps float32. The answer follows what torch reports, not /proc/cpuinfo:
+    oneDNN may be capped below the CPU's own level (ONEDNN_MAX_CPU_ISA=AVX2, as `ATEN_CPU_CAPABILITY=avx2` tests do),
+    and then the cpuinfo flags are still there but the matmuls no longer use them."""
     try:
         onednn_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()    # False under an AVX2 cap
         hardware_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()

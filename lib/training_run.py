@@ -193,10 +193,9 @@ class Diverged(UserError):
 
 
 class Run:
-    """One training run's files and checks (see the module's docstring). Made before the model: every check that
-    reads comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume
-    takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master
-    process writes."""
+    """One training run's files and checks (see the module's docstring). Made before the model: every check that reads
+    comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume takes the
+    checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master process writes."""
 
     resume_settings = staticmethod(resume_settings)  # train() calls it first: the device and dtype come from it
 
