@@ -164,11 +164,6 @@ def parse_args(argv):
     return cfg
 
 
-def row_rate(multiple, cfg, key):
-    """A row's own rate (_eX, _hY) is a multiple of the ablation's learning_rate; without one, the ablation's key."""
-    return cfg[key] if multiple is None else multiple * cfg['learning_rate']
-
-
 def plan_runs(cfg):
     """(mode, seed, run_cfg) for every run, in training order: the train.py config of each run."""
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
@@ -178,13 +173,14 @@ def plan_runs(cfg):
         has_head = row.tie_mode in ('untied', 'pit') or row.unties  # a head rate (--head_lr) is for these only
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
-            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
+            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given. A row's
+            # own rate (_eX, _hY) is a multiple of the ablation's learning_rate; without one, the ablation's key.
             run_cfg = dict(base, tie_mode=row.tie_mode, untie_at=cfg['untie_at'] if row.unties else None, seed=seed,
                            head_init='zero' if row.zero_head else cfg['head_init'],
-                           input_grad_scale=cfg['input_grad_scale'] if row.input_grad_scale is None
-                           else row.input_grad_scale,
-                           embed_lr=row_rate(row.embed_mult, cfg, 'embed_lr'),
-                           head_lr=row_rate(row.head_mult, cfg, 'head_lr') if has_head else None,
+                           input_grad_scale=row.input_grad_scale or cfg['input_grad_scale'],
+                           embed_lr=row.embed_mult * cfg['learning_rate'] if row.embed_mult else cfg['embed_lr'],
+                           head_lr=(row.head_mult * cfg['learning_rate'] if row.head_mult else cfg['head_lr'])
+                           if has_head else None,
                            init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
