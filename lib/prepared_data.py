@@ -22,14 +22,10 @@ GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary
 
 def _prepare_command(data_dir):
     parent, name = os.path.split(os.path.normpath(data_dir))
-    parts = ["python prepare.py"]
-    if name == "shakespeare":
-        parts.append("--dataset=shakespeare")
-    elif name != "shakespeare_char":
-        parts.append(f"--input=FILE --dataset={name}")
-    if os.path.normpath(parent or ".") != "data":
-        parts.append(f"--out_dir={parent or '.'}")
-    return " ".join(parts)
+    dataset = ("" if name == "shakespeare_char" else " --dataset=shakespeare" if name == "shakespeare"
+               else f" --input=FILE --dataset={name}")
+    out_dir = "" if os.path.normpath(parent or ".") == "data" else f" --out_dir={parent or '.'}"
+    return f"python prepare.py{dataset}{out_dir}"
 
 
 def load_meta(data_dir):
@@ -206,9 +202,7 @@ def check_data_fits(data_dir, meta, limit):
     """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
     a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
     overcommits would let numpy read until the kernel killed it."""
-    itemsize = np.dtype(meta['dtype']).itemsize  # load_meta has found both bins
-    sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
-    tokens = sum(n for n in sizes if 8 * n <= limit)
+    tokens = sum(n for n in (meta['train_tokens'], meta['val_tokens']) if 8 * n <= limit)  # load_meta matched the bins
     if short := memory_shortfall(8 * tokens, 'cpu'):
         raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds a split "
                         f"of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
@@ -253,7 +247,6 @@ def load_splits(cfg, in_memory_max_bytes=None):
     """The prepared token splits and the dataset's metadata: each split an int64 tensor read once into memory, or,
     where that copy would pass in_memory_max_bytes (IN_MEMORY_MAX_BYTES), a MappedTokens over its file; get_batch
     draws the same windows from either."""
-    import torch  # here, not at the top: prepare.py reads this module and never needs torch
     limit = IN_MEMORY_MAX_BYTES if in_memory_max_bytes is None else in_memory_max_bytes
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
