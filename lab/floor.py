@@ -70,8 +70,8 @@ def run_sample(train_ids, iters, batch_size, block_size, seed):
 
 def floors(data_dir, iters=200, batch_size=16, block_size=64, seed=1337):
     """{'unigram', 'bigram'} x {'whole', 'run'}: the four cross-entropies, and how many training tokens each read."""
-    with open(os.path.join(data_dir, 'meta.json'), encoding='utf-8') as f:
-        meta = json.load(f)
+    from lib.prepared_data import load_meta  # here: lab/floor.py also runs as a script, lib/ then found in main
+    meta = load_meta(data_dir)
     read = lambda split: np.fromfile(os.path.join(data_dir, f'{split}.bin'), dtype=np.dtype(meta['dtype']))  # noqa: E731
     train_ids, val_ids, V = read('train'), read('val'), meta['vocab_size']
     pairs, sample_tokens = run_sample(train_ids, iters, batch_size, block_size, seed)
