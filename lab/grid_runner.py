@@ -177,35 +177,31 @@ def last_line(path):
 
 
 def train_claimed(task, run_fn, progress, whole_process):
-    """Claim the run and train it: ('busy', the pid of the process that holds it), ('done', outcome) or
-    ('failed', why); a KeyboardInterrupt (Ctrl-C) is noted in the run's log and raised."""
+    """Claim the run and train it, its output in the run's log: ('busy', the pid of the process that holds it),
+    ('done', outcome) or ('failed', why: the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and
+    raised."""
     try:
         claim = Claim(task.run_dir)
     except Busy as e:
         return 'busy', e.args[0]
     except OSError as e:  # no folder can be made there (a file in the way, no permission)
         return 'failed', f"cannot claim {task.run_dir}: {e.strerror or e}"
+    log, ended = os.path.join(task.run_dir, LOG_FILE), None
     with claim:
-        kind, value = run_logged(task, run_fn, progress, whole_process)
-    if kind == 'done':
+        with output_to(log, whole_process):
+            try:
+                ended = 'done', run_fn(task.payload, progress)
+            except KeyboardInterrupt as e:
+                print(str(e) or 'interrupted', file=sys.stderr)
+                raise
+            except UserError as e:
+                print("error: " + " ".join(str(e).split()), file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+        ended = ended or ('failed', last_line(log))  # read while the run is still ours: no other writer's line yet
+    if ended[0] == 'done':
         progress.finish()  # outside the log: with --jobs=1, a line the bar prints is this command's
-    return kind, value
-
-
-def run_logged(task, run_fn, progress, whole_process):
-    """run_fn on a claimed run, its output in the run's log: ('done', outcome) or ('failed', the log's last line)."""
-    log = os.path.join(task.run_dir, LOG_FILE)
-    with output_to(log, whole_process):
-        try:
-            return 'done', run_fn(task.payload, progress)
-        except KeyboardInterrupt as e:
-            print(str(e) or 'interrupted', file=sys.stderr)
-            raise
-        except UserError as e:
-            print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        except Exception:
-            traceback.print_exc()
-    return 'failed', last_line(log)
+    return ended
 
 
 # ---------------------------------------------------------------- a run's share of the grid's bar, and the queue
