@@ -67,10 +67,7 @@ DEFAULTS = dict(
     workers=0,        # --input=FOLDER or a glob (a corpus larger than memory): tokenizing processes; 0: one per core
     progress=True,    # a corpus's bar (bytes read, tokens/s)
 )
-CHOICES = dict(
-    tokenizer=("auto", "char", "gpt2"),
-    source=("auto", "tinyshakespeare", "registry"),
-)
+CHOICES = dict(tokenizer=("auto", "char", "gpt2"), source=("auto", "tinyshakespeare", "registry"))
 
 
 # -----------------------------------------------------------------------------

@@ -235,8 +235,7 @@ def parse_config(defaults, argv, choices=None):
     if "--help" in argv or "-h" in argv:
         _print_help(defaults, choices)
         sys.exit(0)
-    config, given = dict(defaults), set()
-    seen_override = False
+    config, given, seen_override = dict(defaults), set(), False
     for arg in argv:
         if not arg.startswith("-"):
             if seen_override:

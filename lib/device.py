@@ -22,8 +22,7 @@ def pick_device(device):
     except RuntimeError:
         kind = None
     if kind not in ("cpu", "cuda", "mps"):  # torch parses xpu, meta, lazy, ...: no model here runs on them
-        raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N "
-                        f"or mps")
+        raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N or mps")
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"--device={device} but CUDA is not available here "
@@ -127,7 +126,7 @@ def process_group(cfg):
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
     with contextlib.ExitStack() as stack:
         if proc.ddp:
-            from torch.distributed import destroy_process_group, init_process_group
+            from torch.distributed import destroy_process_group, init_process_group, new_group
             proc.rank, proc.local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])
             proc.world_size = int(os.environ['WORLD_SIZE'])
             proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
@@ -135,7 +134,6 @@ def process_group(cfg):
                 torch.cuda.set_device(proc.device)
             init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
             stack.callback(destroy_process_group)
-            from torch.distributed import new_group
             proc.cpu_group = new_group(backend='gloo')
         else:
             proc.device = pick_device(cfg['device'])

@@ -30,8 +30,7 @@ def out_of_memory_reason(e):
     if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
             or (isinstance(e, RuntimeError) and _OUT_OF_MEMORY.search(text))):
         return None
-    asked = _ASKED.search(text)
-    if not asked:
+    if not (asked := _ASKED.search(text)):
         return "an allocation failed"
     amount, unit = asked.groups()
     return f"could not allocate {format_bytes(float(amount)) if unit.lower() == 'bytes' else amount + ' ' + unit}"
