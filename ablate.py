@@ -124,9 +124,8 @@ def parse_args(argv):
             # train.py's parser judges the value first, so a bad one (1.5, 0, abc) gets train.py's own
             # message; ablate.py's float default would otherwise word some of them its own way.
             if train.parse_train_args([arg])['untie_at'] is None:
-                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row "
-                                f"unties (no other row ever does); to train no such row, leave {UNTIE_ROW} out "
-                                f"of --modes")
+                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row unties (no "
+                                f"other row ever does); to train no such row, leave {UNTIE_ROW} out of --modes")
     cfg = train.parse_train_args(argv, DEFAULTS)  # the same checks as train.py
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}

@@ -275,10 +275,9 @@ def main(argv):
             raise UserError(str(e)) from None
     log_n = math.log(args['vocab_size'])
     if not args['json']:
-        print(f"initial loss at init: vocab {args['vocab_size']}, width {args['n_embd']}, "
-              f"{args['n_layer']} layers, {args['n_head']} heads, sigma {args['init_std']}, "
-              f"{args['seeds']} seeds x {args['batch_size']} x {args['block_size']} random tokens; "
-              f"log n = {log_n:.3f}")
+        print(f"initial loss at init: vocab {args['vocab_size']}, width {args['n_embd']}, {args['n_layer']} layers, "
+              f"{args['n_head']} heads, sigma {args['init_std']}, {args['seeds']} seeds x {args['batch_size']} x "
+              f"{args['block_size']} random tokens; log n = {log_n:.3f}")
         init_column = f"{'init':<26} " if args['default_init'] else ''
         print(f"{'tie_mode':<12} {init_column}{'emb_scale':<9} {'residual':<9} {'measured':>15} {'predicted':>9} "
               f"{'meas/pred':>9} {'meas-log n':>10}")
@@ -319,8 +318,7 @@ def main(argv):
                     print(json.dumps(dict(tie_mode=mode, init=init, emb_scale=emb_scale,
                                           head_init='zero' if init == 'zero-head' else 'normal',
                                           zero_init_residual=zero_init_residual,
-                                          vocab_size=args['vocab_size'], n_embd=args['n_embd'],
-                                          n_layer=args['n_layer'], init_std=args['init_std'],
+                                          **{key: args[key] for key in ('vocab_size', 'n_embd', 'n_layer', 'init_std')},
                                           measured=round(measured, 4), measured_std=round(spread, 4),
                                           predicted=round(predicted, 4), log_n=round(log_n, 4))), flush=True)
                 else:

@@ -256,9 +256,7 @@ def summarize(cfg, runs, vocab_size, argv):
     modes = list(per_mode)
     every_run = [n for seed_numbers in per_mode.values() for n in seed_numbers]
     info = dict(
-        command='python ablate.py ' + shlex.join(argv),
-        machine=machine_line(),
-        trained_on=trained_on(runs),
+        command='python ablate.py ' + shlex.join(argv), machine=machine_line(), trained_on=trained_on(runs),
         dataset=cfg['dataset'], vocab_size=vocab_size, seeds=seeds, max_iters=max_iters,
         config={k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS},
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
@@ -277,8 +275,8 @@ def summarize(cfg, runs, vocab_size, argv):
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
-                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and over "
-                 f"all of them (whole split)"),
+                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and "
+                 f"over all of them (whole split)"),
         # Seed-independent evaluation: one eval_seed for every run, and best.pt scored on the whole split. Runs
         # made before either existed are summarised all the same; these say what they lack.
         eval_seeds=sorted({n['eval_seed'] for n in every_run}),
@@ -367,8 +365,7 @@ def markdown(info):
     cfg = info['config']
     seeds = info['seeds']
     lines = [
-        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})",
-        "",
+        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})", "",
         f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
         f"batch {cfg['batch_size']} x {cfg['gradient_accumulation_steps']}, {info['max_iters']} iterations, "
         + (f"Muon for the blocks' matrices (lr {cfg['muon_lr']:g}, momentum {cfg['muon_momentum']:g}) and AdamW for "
@@ -378,9 +375,7 @@ def markdown(info):
         f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, emb_scale={str(cfg['emb_scale']).lower()}, "
         f"dropout {cfg['dropout']:g}; "
         + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), mean ± std over seeds."
-           if len(seeds) > 1 else f"one seed ({seeds[0]})."),
-        "",
-    ]
+           if len(seeds) > 1 else f"one seed ({seeds[0]})."), ""]
     lines += column_table(info, COLUMNS, info['modes'])
     if info.get('floor'):
         lines += ["", *floor_lines(info['floor'])]
@@ -422,32 +417,23 @@ def markdown(info):
         lines += versus_table(info, [column for column in COLUMNS + BUCKET_COLUMNS if column[0] in VERSUS_UNTIED],
                               other['modes'], other.get('welch'))
     lines += [
-        "",
-        "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
+        "", "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
         f"evaluation at iteration 0 ({cfg['eval_iters']} fixed batches); predicted (*): "
-        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
-        "and uniformly random tokens. "
-        f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
-        "copy_prob: the probability the model gives to the next token being the current one, on the validation "
-        "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
-        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
-        f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
+        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) and "
+        f"uniformly random tokens. Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after "
+        "the last iteration. copy_prob: the probability the model gives to the next token being the current one, on "
+        "the validation batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
+        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate ({repeat}), '–' "
+        "if none; where not every seed got there, the mean is over those that did. " + untie +
         "At iteration: the evaluation with the best val loss; val - train at end: the two losses of the last "
-        "evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds "
-        f"{GRAD_SPIKE_FACTOR} x the median of the previous {SPIKE_WINDOW} logged values, or whose step loss "
-        f"exceeds their median + {LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive "
-        f"spiking steps count once, the first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs "
-        "from before grad_norm. "
+        f"evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds {GRAD_SPIKE_FACTOR} x the "
+        f"median of the previous {SPIKE_WINDOW} logged values, or whose step loss exceeds their median + "
+        f"{LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive spiking steps count once, the "
+        f"first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs from before grad_norm. "
         + (f"Buckets: {info['buckets']}. " if has_buckets else "") +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
-        "",
-        f"Command: `{info['command']}`",
-        "",
-        f"Machine: {info['machine']}",
-        "",
-        f"Trained: {info.get('trained_on', 'unrecorded')}",
-        "",
-    ]
+        "", f"Command: `{info['command']}`", "", f"Machine: {info['machine']}", "",
+        f"Trained: {info.get('trained_on', 'unrecorded')}", ""]
     return '\n'.join(lines)
 
 
@@ -510,8 +496,7 @@ def lens_lines(info):
         base = lensed['untied']
         lines += ["", "How far each layer still is from its run's own final loss (tuned lens minus final loss), mode "
                       "minus untied [95 % interval of the per-seed differences by Student's t: the seeds pair the "
-                      "runs]; positive: that layer holds less of the final "
-                      "prediction than untied's does:", ""]
+                      "runs]; positive: that layer holds less of the final prediction than untied's does:", ""]
         lines += table_lines(info, names[:-1], {mode: cells for mode, cells in lensed.items() if mode != 'untied'},
                              lambda cells, i: fmt_interval(*paired_interval(cells[f'lens_gap_{i}']['per_seed'],
                                                                            base[f'lens_gap_{i}']['per_seed'])))

@@ -404,8 +404,7 @@ def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
         if again == rows:
             return rows
         rows = again
-    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its "
-                     f"summary.md")
+    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its summary.md")
 
 
 def remedy_top(count, out_dirs, cells_each=2, sweeps=True):

@@ -137,14 +137,9 @@ def count_spikes(values, is_spike):
 def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
-    first = rows[0]
-    numbers = dict(
-        params=result['summary']['params'],
-        init_step_loss=first['step_loss'],
-        init_val_loss=first['val_loss'],
-        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)),
-        log_n=math.log(vocab_size),
-    )
+    numbers = dict(params=result['summary']['params'], init_step_loss=rows[0]['step_loss'],
+                   init_val_loss=rows[0]['val_loss'], log_n=math.log(vocab_size),
+                   predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)))
     for f in FRACTIONS:
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
     numbers['final_val_loss'] = result['summary'].get('val_loss')  # none where the run diverged

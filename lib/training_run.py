@@ -169,13 +169,11 @@ def param_breakdown(model):
     """Where the parameters are, as {part: count}; the parts add up to num_params()."""
     head_extra = [p for name, p in model.named_parameters()
                   if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit.'))]
-    return {
-        'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
-        'position_embedding': model.position_embedding_table.weight.numel(),
-        'blocks': sum(p.numel() for p in model.blocks.parameters()),
-        'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
-        'head_extra': sum(p.numel() for p in head_extra),
-    }
+    return {'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
+            'position_embedding': model.position_embedding_table.weight.numel(),
+            'blocks': sum(p.numel() for p in model.blocks.parameters()),
+            'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
+            'head_extra': sum(p.numel() for p in head_extra)}
 
 
 BEST_KEYS = ('model', 'model_args', 'meta', 'head_untied')  # what best.pt keeps of a checkpoint: a model to build
