@@ -13,8 +13,7 @@ windows of its batches, drawn by the same generator train.py uses for --seed: it
 block_size + 1 tokens, bigrams within a window only). Nothing is tuned on the validation split.
 
 A model at or above the bigram floor has learned no more than which token tends to follow which; the ablations'
-summaries and the experiments' tables print the floor beside their losses (lab/ablation_report.py).
-"""
+summaries and the experiments' tables print the floor beside their losses (lab/ablation_report.py)."""
 import json
 import os
 import sys

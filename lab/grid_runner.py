@@ -177,9 +177,8 @@ def last_line(path):
 
 
 def train_claimed(task, run_fn, progress, whole_process):
-    """Claim the run and train it, its output in the run's log: ('busy', the pid of the process that holds it),
-    ('done', outcome) or ('failed', why: the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and
-    raised."""
+    """Claim the run and train it, its output in the run's log: ('busy', the pid of the process that holds it), ('done',
+    outcome) or ('failed', why: the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and raised."""
     try:
         claim = Claim(task.run_dir)
     except Busy as e:

@@ -185,10 +185,10 @@ INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init')  #
 def start_from_pretrained(cfg, defaults, meta):
     """train.py --init_from=gpt2|...|PATH: the pretrained GPT, with cfg's model keys set to its shape.
 
-    A key the user gave counts, even at its default (as for --init_from=resume). The user may choose tie_mode (tied, or untied: the head starts as a copy of the embedding; left at
-    its default it follows the weights, tied for every OpenAI GPT-2), dropout, and block_size up to
-    the pretrained context: a shorter one keeps the first block_size rows of the position table
-    (NanoGPT's habit), so the model costs less and attends over what the training windows hold.
+    A key the user gave counts, even at its default (as for --init_from=resume). The user may choose tie_mode (tied,
+    or untied: the head starts as a copy of the embedding; left at its default it follows the weights, tied for every
+    OpenAI GPT-2), dropout, and block_size up to the pretrained context: a shorter one keeps the first block_size rows
+    of the position table (NanoGPT's habit), so the model costs less and attends over what the training windows hold.
     Everything is checked before any weights are read."""
     name, given = cfg['init_from'], given_keys(cfg, defaults)
     pretrained = pretrained_args(name)

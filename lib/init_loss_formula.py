@@ -37,8 +37,7 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
     where the loss is ~0 instead of ~a, so a measurement sits about a/n below (*): 1.5 % at n = 65, nothing at
     n = 50257. And (n - 1) e^(v/2) is the mean of the other tokens' sum, which overstates its log once v is large
     (t = 1 makes v = d); at this table's shapes the rows with a large v are rows where the self term dominates, so it
-    does not move them.
-    """
+    does not move them."""
     n, d, sigma = cfg.vocab_size, cfg.n_embd, cfg.init_std
     t = {'small_init': math.log(n) / d, 'pit': 1 / math.sqrt(max(n, d))}.get(cfg.tie_mode, sigma)
     t = t if token_std is None else token_std
