@@ -4,15 +4,11 @@ parse_settings   the training settings of a command line (defaults, config files
                  checked, so that a mistake is one line naming the key and what it allows.
 Run              one run's files and every check that reads before the first write: the resume checkpoint and
                  whether it fits these settings and this data, the sizes against the machine's memory, out_dir.
-                 Then its checkpoints (train.py's checkpoint(), written whole or not at all), best.pt, metrics.csv,
-                 the one line for a resume that does not fit, and the guards that turn Ctrl-C, running out of
-                 memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
-resume_settings  a resume's settings: the checkpoint's, bar those its command line gives.
-
-A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
-the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
-checkpoint, since those iterations are trained again.
-"""
+                 Then its checkpoints (train.py's checkpoint(), written to a temporary file beside it and renamed,
+                 so a kill at any moment leaves the previous one whole; lib/run_files.py reads them back), best.pt,
+                 metrics.csv, the one line for a resume that does not fit, and the guards that turn Ctrl-C, running
+                 out of memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
+resume_settings  a resume's settings: the checkpoint's, bar those its command line gives."""
 
 import csv
 import io
@@ -83,9 +79,8 @@ def make_model_config(cfg):
 def compile_failure(e):
     """One line on e if torch.compile raised it while building its kernels (no C++ compiler on a CPU,
     no Triton on a GPU, ...), else None: any other error is not a compile problem."""
-    if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
-        return None
-    return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
+    return (f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
+            if type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')) else None)
 
 
 # The two keys of the line that Ctrl-C prints to resume: every other one is the checkpoint's unless given.
@@ -243,9 +238,8 @@ class Run:
 
     def kept(self):
         """What is safe on disk, for the end of an error message."""
-        if self.saved_iter is None:
-            return "no checkpoint of this run was saved yet"
-        return f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept"
+        return ("no checkpoint of this run was saved yet" if self.saved_iter is None else
+                f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept")
 
     def building(self):
         """The model and its optimizer are made inside this: a device too small for them is one line."""
