@@ -98,21 +98,20 @@ def pytorch_default_init(model, init):
 
 
 def default_init_stds(init, n_embd):
-    """(token_std, position_std) that pytorch_default_init leaves, for predicted_initial_loss;
-    None means "as init_weights has it". U(-b, b) has std b/sqrt(3), so the Linear's is 1/sqrt(3d).
+    """(token_std, position_std) that pytorch_default_init leaves, for predicted_initial_loss; None means "as
+    init_weights has it". U(-b, b) has std b/sqrt(3), so the Linear's is 1/sqrt(3d).
 
     What the self term a = d*t*s / sqrt(s^2 + (p/t)^2) becomes, with emb_scale off (s = 1):
-    - embedding owns, t = 1, p = sigma = 0.02: p/t = 0.02, so a = d / sqrt(1.0004) = 0.9998 d.
-      The token embedding is 50x the position embedding and nothing dilutes it: the self term
-      is d itself (768 for GPT-2 small, 128 at the char shape), with or without emb_scale.
-    - Linear owns, t = 1/sqrt(3d): as small as sigma (0.0208 at d = 768), so the position
-      embedding dilutes it as in the plain tied row: a = sqrt(d/3) / sqrt(1 + 3d*sigma^2),
-      16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1 at d = 128. The full sqrt(d/3) only
-      with emb_scale, where s = sqrt(d) outweighs p.
-    - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2),
-      the dilution by learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
-      self term is gone. The default blocks are not the identity, so (*) is not expected to
-      hold exactly; the table shows by how much it misses."""
+    - embedding owns, t = 1, p = sigma = 0.02: p/t = 0.02, so a = d / sqrt(1.0004) = 0.9998 d. The token embedding
+      is 50x the position embedding and nothing dilutes it: the self term is d itself (768 for GPT-2 small, 128 at
+      the char shape), with or without emb_scale.
+    - Linear owns, t = 1/sqrt(3d): as small as sigma (0.0208 at d = 768), so the position embedding dilutes it as in
+      the plain tied row: a = sqrt(d/3) / sqrt(1 + 3d*sigma^2), 16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1
+      at d = 128. The full sqrt(d/3) only with emb_scale, where s = sqrt(d) outweighs p.
+    - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2), the dilution by
+      learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
+      self term is gone. The default blocks are not the identity, so (*) is not expected to hold exactly; the table
+      shows by how much it misses."""
     if init == 'custom':
         return None, None
     token_std = 1.0 if init.endswith('embedding-owns') else 1.0 / math.sqrt(3 * n_embd)
@@ -155,8 +154,7 @@ def check_memory(cfg, args, what='measuring', batch_size=None):
     naming the largest value of each size that would fit with the others as they are."""
     batch_size = args['batch_size'] if batch_size is None else batch_size
     need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
-    short = memory_shortfall(need(cfg), args['device'])
-    if not short:
+    if not (short := memory_shortfall(need(cfg), args['device'])):
         return
     sizes = dict(n_layer=cfg.n_layer, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, block_size=cfg.block_size)
     allowed = allowed_sizes(need, args['device'], cfg, sizes)

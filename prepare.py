@@ -17,10 +17,9 @@ cached under OUT_DIR/_sources/, so re-runs need no network and give identical fi
 recorded in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the tokens, val: last
 10%), uint16, or uint32 when the vocabulary is larger than 65535.
 
---compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered
-0..k-1 in increasing GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare
-k is about 11k of 50257, so the output head, most of a small model's cost, is 4-5x smaller. The
-ids mean nothing without that list; get_codec() maps through it.
+--compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered 0..k-1 in increasing
+GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare k is about 11k of 50257, so the output head,
+most of a small model's cost, is 4-5x smaller. The ids mean nothing without that list; get_codec() maps through it.
 
 The other scripts read the result back through lib/prepared_data.py (load_meta, get_codec).
 """
@@ -107,10 +106,8 @@ def prepare_file(config, data_dir, dataset, tokenizer):
         gpt2_encoding()  # fail on missing tiktoken files before any download
     with failures_as_one_line(config, data_dir, "prepare.py holds the whole text and its token ids in memory at "
                                                 "once; use a smaller file or a machine with more memory"):
-        if config["input"]:
-            text, source_fields = read_text_file(config["input"])
-        else:
-            text, source_fields = load_default_corpus(config["source"], config["out_dir"])
+        text, source_fields = (read_text_file(config["input"]) if config["input"] else
+                               load_default_corpus(config["source"], config["out_dir"]))
         print(f"corpus: {source_fields['source']}, {source_fields['source_bytes']:,} bytes, "
               f"sha256 {source_fields['source_sha256']}")
         print(f"        from {source_fields['source_location']}")
@@ -172,9 +169,8 @@ def read_text_file(path):
         raise UserError(f"--input file is not UTF-8 text: {shown(path)} has byte 0x{data[e.start]:02x} "
                         f"at offset {e.start} (line {line})") from None
     check_text(data, f"--input file {shown(path)}")
-    source = dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
-                  source_sha256=_sha256(data), source_bytes=len(data))
-    return text, source
+    return text, dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
+                      source_sha256=_sha256(data), source_bytes=len(data))
 
 
 def check_text_fits(path):
@@ -266,14 +262,13 @@ def load_default_corpus(source, out_dir):
             os.makedirs(cache_dir, exist_ok=True)
             atomic_write_bytes(cache_path, data)
             print(f"  got it in {time.time() - started:.1f}s, cached in {cache_path}")
-        source_fields = dict(source=spec["name"], source_location=spec["location"],
-                             source_sha256=_sha256(data), source_bytes=len(data))
         if key != wanted[0]:  # the documented fallback: said on its own line, never taken silently
             why = (f"could not be downloaded ({failures[0]})" if failures else
                    f"is not cached and this one is, from an earlier run ({cache_path})")
             print(f"note: {SOURCES[wanted[0]]['name']} {why}, so this is the fallback corpus, {spec['name']}; "
                   f"--source={wanted[0]} insists on the first, --input=FILE prepares any text", file=sys.stderr)
-        return data.decode("utf-8"), source_fields
+        return data.decode("utf-8"), dict(source=spec["name"], source_location=spec["location"],
+                                          source_sha256=_sha256(data), source_bytes=len(data))
     raise UserError(f"could not get the default corpus ({'; '.join(failures)}); "
                     "prepare any local UTF-8 text file instead with: python prepare.py --input=FILE")
 
@@ -285,13 +280,11 @@ def tokenize(text, tokenizer):
     """Return (ids as a numpy array, vocab_size, extra meta fields)."""
     if tokenizer == "gpt2":
         encoding = gpt2_encoding()
-        ids = np.array(encoding.encode_ordinary(text), dtype=np.int64)
-        return ids, encoding.n_vocab, {}
+        return np.array(encoding.encode_ordinary(text), dtype=np.int64), encoding.n_vocab, {}
     # Sorted code points make the id of a character independent of where it first appears.
     code_points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     vocab = np.unique(code_points)
-    ids = np.searchsorted(vocab, code_points)
-    return ids, len(vocab), dict(chars=[chr(c) for c in vocab])
+    return np.searchsorted(vocab, code_points), len(vocab), dict(chars=[chr(c) for c in vocab])
 
 
 def resolve_names(config):

@@ -55,8 +55,7 @@ def generate_samples(cfg):
         meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
     encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
-    shape = model_shape(ckpt, cfg['init_from'])
-    if shape is not None:
+    if (shape := model_shape(ckpt, cfg['init_from'])) is not None:
         check_memory(cfg, shape, len(ids), device, dtype)
 
     advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "

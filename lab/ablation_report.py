@@ -101,10 +101,8 @@ def differences(cells, base, interval):
 
 def versus_row(table, base, interval):
     """{mode: {key: (difference, low, high)}}: every row but base and untied against base (untied, tied), if any."""
-    if base not in table:
-        return {}
     return {mode: differences(cells, table[base], interval) for mode, cells in table.items()
-            if mode not in (base, 'untied')}
+            if mode not in (base, 'untied')} if base in table else {}
 
 
 # The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
@@ -356,9 +354,8 @@ def versus_table(info, columns, versus, welch=None):
 def versus_lines(info, heading, columns, versus, welch):
     """A difference table under its heading, whose {} says how its intervals are made (PAIRED where welch is given);
     nothing where there is no difference (no such base row, or no other row)."""
-    if not versus:
-        return []
-    return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)]
+    return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)] \
+        if versus else []
 
 
 def markdown(info):

@@ -88,9 +88,8 @@ def pick_dtype(dtype, device, warn=True):
 
 def autocast_context(device, dtype):
     """Mixed precision for a dtype from pick_dtype: autocast for 16-bit types, nothing for float32."""
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype))
+    return (contextlib.nullcontext() if dtype == "float32" else
+            torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype)))
 
 
 def pick_compile(compile, device):
