@@ -1,5 +1,4 @@
-"""
-Write a train.py checkpoint as a Hugging Face transformers GPT-2 folder, with the tie declared.
+"""Write a train.py checkpoint as a Hugging Face transformers GPT-2 folder, with the tie declared.
 
     python export.py --out_dir=out --to=out-hf     # out/ckpt.pt -> out-hf/ (config.json, model.safetensors, meta.json)
     python -c "from transformers import GPT2LMHeadModel; GPT2LMHeadModel.from_pretrained('out-hf')"
@@ -23,8 +22,7 @@ name, reloaded with transformers, compared with this repository's model on a tes
 and only then renamed. An existing --to that is not empty is refused. meta.json is the dataset's tokenizer, as in the
 checkpoint: GPT-2 BPE, the characters of a char-level model, or a compact GPT-2 vocabulary
 (prepare.py --compact_vocab=true), whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone
-would not. Needs transformers (pip install transformers).
-"""
+would not. Needs transformers (pip install transformers)."""
 
 import json
 import math
@@ -61,11 +59,10 @@ def gpt2_config(args, untied):
                         f"have to be W*sqrt(d) at the input and W at the head, and GPT-2 scales neither")
     eos = 50256 if args['vocab_size'] > 50256 else None  # GPT-2's <|endoftext|>, if the vocabulary has it
     return dict(vocab_size=args['vocab_size'], n_positions=args['block_size'], n_embd=args['n_embd'],
-                n_layer=args['n_layer'], n_head=args['n_head'], n_inner=None,
+                n_layer=args['n_layer'], n_head=args['n_head'], n_inner=None, layer_norm_epsilon=LAYER_NORM_EPS,
                 activation_function='gelu_new' if args['gelu_approx'] == 'tanh' else 'gelu',
                 resid_pdrop=args['dropout'], embd_pdrop=args['dropout'], attn_pdrop=args['dropout'],
-                layer_norm_epsilon=LAYER_NORM_EPS, tie_word_embeddings=not untied,
-                bos_token_id=eos, eos_token_id=eos)
+                tie_word_embeddings=not untied, bos_token_id=eos, eos_token_id=eos)
 
 
 @torch.no_grad()
@@ -134,14 +131,11 @@ def write_folder(model, meta, hf_kwargs, folder, check):
         theirs = reloaded(idx).logits.float()                     # (2, T, vocab_size)
     diff = (ours - theirs).abs().max().item()
     tolerance = 1e-4 * max(1.0, ours.abs().max().item())
-    problems = []
-    if reloaded_tied != tied:
-        problems.append(f"the head is {'' if reloaded_tied else 'not '}the embedding after loading")
-    if reloaded.num_parameters() != hf.num_parameters():
-        problems.append(f"{reloaded.num_parameters():,} parameters after loading instead of {hf.num_parameters():,}")
-    if not diff <= tolerance:
-        problems.append(f"logits differ by up to {diff:.3g}")
-    if problems:
+    if problems := [words for wrong, words in (
+            (reloaded_tied != tied, f"the head is {'' if reloaded_tied else 'not '}the embedding after loading"),
+            (reloaded.num_parameters() != hf.num_parameters(),
+             f"{reloaded.num_parameters():,} parameters after loading instead of {hf.num_parameters():,}"),
+            (not diff <= tolerance, f"logits differ by up to {diff:.3g}")) if wrong]:
         import transformers
         raise UserError(f"transformers {transformers.__version__} reads the export back differently "
                         f"({'; '.join(problems)}); nothing was written to the target folder. Please report this; "
@@ -161,8 +155,7 @@ def main(argv):
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     args, meta = ckpt['model_args'], ckpt['meta']
     # the modes GPT-2 cannot express stop here, before the slow import
-    untied = args['tie_mode'] in ('untied', 'pit') or ckpt.get('head_untied', False)
-    hf_kwargs = gpt2_config(args, untied=untied)
+    hf_kwargs = gpt2_config(args, untied=args['tie_mode'] in ('untied', 'pit') or ckpt.get('head_untied', False))
     model = model_from_checkpoint(ckpt, ckpt_path)
     del ckpt
     # where --to goes: a missing parent is made, a file in its way is one line, whether or not transformers is here
