@@ -1,7 +1,6 @@
-"""
-The initial-loss table: for one model shape, every tie mode with emb_scale off/on and
-zero_init_residual off/on, the cross-entropy measured at initialisation next to the value
-predicted by equation (*) of docs/initial-loss.md, generalised below.
+"""The initial-loss table: for one model shape, every tie mode with emb_scale off/on and zero_init_residual off/on, the
+cross-entropy measured at initialisation next to the value predicted by equation (*) of docs/initial-loss.md,
+generalised below.
 
     python init_loss.py                                  # GPT-2 small shape, about a minute on 2 CPU cores
     python init_loss.py --vocab_size=65 --n_embd=384 --n_layer=6 --n_head=6
@@ -22,8 +21,7 @@ row init='custom'.
 With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what became of the self
 term after training: on the first --windows windows of --block_size tokens of a text file, the loss, the probability the
 model gives to "the next token is this token" (copy_prob) next to how often it really is (repeat_rate), and how far the
-current token's logit stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model).
-"""
+current token's logit stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model)."""
 
 import json
 import math
@@ -177,9 +175,8 @@ def measure_pretrained(model, ids, block_size, windows):
     totals = dict(loss=0.0, copy_prob=0.0, self_margin=0.0)
     for i in range(n):  # one window at a time: the logits of a 1024-token window are 200 MB
         logits, loss = model(x[i:i + 1], y[i:i + 1])
-        probe = copy_probe(logits, x[i:i + 1], y[i:i + 1])
-        totals['loss'] += loss.item()
-        for key in ('copy_prob', 'self_margin'):
+        probe = dict(copy_probe(logits, x[i:i + 1], y[i:i + 1]), loss=loss.item())
+        for key in totals:
             totals[key] += probe[key]
     return dict({key: value / n for key, value in totals.items()}, repeat_rate=(x == y).float().mean().item(),
                 tokens=n * block_size)
@@ -236,8 +233,7 @@ def plot_initial_logits(path, args, modes):
         ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0, label=f'the other {n - 1:,} tokens')
         ax.scatter([logits[current].item()], [0.0], s=70, marker='D', color='C3', zorder=3,
                    label='the current token (the self term)')
-        ax.set_yticks([])
-        ax.set_ylim(-1, 1)
+        ax.set(yticks=[], ylim=(-1, 1))
         ax.set_title(f"tie_mode={mode}: loss at init {predicted_initial_loss(cfg):.2f} predicted by (*), "
                      f"log n = {math.log(n):.2f}", fontsize=9, loc='left')
     axes[0, 0].legend(loc='center', fontsize=8, frameon=False)
