@@ -1,6 +1,5 @@
-"""
-The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and budget, several runs side by
-side, and compare their losses, curves and copy probes. One more row is no tie mode of its own: tied_untie, "tied,
+"""The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and budget, several runs side
+by side, and compare their losses, curves and copy probes. One more row is no tie mode of its own: tied_untie, "tied,
 untied at 2/3", trains with --tie_mode=tied until iteration round(untie_at * max_iters) and with a head of its own after
 (train.py --untie_at; ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
 
@@ -64,8 +63,7 @@ or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then 
 token is this token") is below twice repeat_rate (how often the validation text really repeats its token, what a
 calibrated model would give): from there on the model copies no more than the text calls for, within a factor 2. A tied
 model with identity blocks starts near copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is
-below the line wherever the text repeats more than one token in 2n.
-"""
+below the line wherever the text repeats more than one token in 2n."""
 
 import json
 import os
