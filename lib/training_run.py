@@ -41,19 +41,15 @@ def parse_settings(argv, defaults, extra_choices=None):
     cfg = parse_config(defaults, argv, choices)
     for key in switches:
         cfg[key] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg[key], cfg[key])
-    for key in ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
-                'log_interval'):
-        if cfg[key] < 1:
-            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
-    for key in ('max_iters', 'warmup_iters'):
-        if cfg[key] < 0:
-            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
-    for key in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
-        if not 0 <= cfg[key] < math.inf:  # nan fails this too
-            raise UserError(f"--{key} must be a finite number, zero or more, got {cfg[key]}")
-    for key in ('beta1', 'beta2'):  # AdamW's moment decays
-        if not 0 <= cfg[key] < 1:
-            raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
+    for keys, allows, must in (
+            (('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters', 'log_interval'),
+             lambda v: v >= 1, 'a positive integer'), (('max_iters', 'warmup_iters'), lambda v: v >= 0, 'zero or more'),
+            (('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'), lambda v: 0 <= v < math.inf,  # nan fails it too
+             'a finite number, zero or more'),
+            (('beta1', 'beta2'), lambda v: 0 <= v < 1, 'at least 0 and below 1')):  # AdamW's moment decays
+        for key in keys:
+            if not allows(cfg[key]):
+                raise UserError(f"--{key} must be {must}, got {cfg[key]}")
     check_optimizer_args(cfg)
     check_seed(cfg['seed'])
     check_seed(cfg['eval_seed'], 'eval_seed')
@@ -194,9 +190,8 @@ class Run:
 
     def __init__(self, cfg, defaults, meta, proc, ckpt=None):
         self.cfg, self.meta, self.proc, self.writes = cfg, meta, proc, proc.master
-        self.ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-        self.best_path = os.path.join(cfg['out_dir'], BEST_FILE)
-        self.metrics_path = os.path.join(cfg['out_dir'], 'metrics.csv')
+        self.ckpt_path, self.best_path, self.metrics_path = (os.path.join(cfg['out_dir'], name)
+                                                             for name in ('ckpt.pt', BEST_FILE, 'metrics.csv'))
         self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
         self._file = self._writer = None  # metrics.csv, opened at the first row logged
         self.ckpt, self.pretrained = ckpt, None  # the resume's checkpoint (resume_settings has read it)
@@ -382,13 +377,10 @@ class Run:
 
     def non_finite(self, what, value, iter_num):  # the Diverged error to raise
         cfg, dtype = self.cfg, self.proc.dtype
-        hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
-        if cfg['tie_mode'] == 'tied':
-            hints.append("a --tie_mode other than 'tied' (see README)")
-        if dtype != 'float32':
-            hints.append(f"--dtype=float32 (now {dtype})")
-        if cfg['grad_clip'] == 0:
-            hints.append("--grad_clip=1.0")
+        hints = [hint for applies, hint in ((True, f"a lower --learning_rate (now {cfg['learning_rate']:g})"),
+                                            (cfg['tie_mode'] == 'tied', "a --tie_mode other than 'tied' (see README)"),
+                                            (dtype != 'float32', f"--dtype=float32 (now {dtype})"),
+                                            (cfg['grad_clip'] == 0, "--grad_clip=1.0")) if applies]
         return Diverged(f"{what} is {value} at iteration {iter_num}; training stopped and {self.kept()}. "
                         f"Try {' or '.join(hints)}", iter_num)
 
