@@ -58,9 +58,8 @@ def generate_samples(cfg):
     if (shape := model_shape(ckpt, cfg['init_from'])) is not None:
         check_memory(cfg, shape, len(ids), device, dtype)
 
-    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
-              f"smaller values")
-    with out_of_memory_is_user_error(advice):
+    with out_of_memory_is_user_error(f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} "
+                                     f"on {device}; use smaller values"):
         if cfg['init_from'] == 'resume':
             model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
         else:
@@ -168,8 +167,7 @@ def check_memory(cfg, shape, prompt_tokens, device, dtype):
         raise UserError(f"the model to sample (n_layer={shape.n_layer}, n_embd={shape.n_embd}, vocab_size="
                         f"{shape.vocab_size}) needs {short} for its weights alone; sample it on a machine with more "
                         f"memory")
-    short = memory_shortfall(need(), device)
-    if not short:
+    if not (short := memory_shortfall(need(), device)):
         return
     allowed = [f"--{key}={most}" for key in ('num_samples', 'max_new_tokens')
                if (most := largest_that_fits(lambda v: need(**{key: v}), device, cfg[key])) >= 1]

@@ -91,8 +91,7 @@ def is_corpus(input_path):
 def corpus_files(input_path):
     """The corpus's .txt and .jsonl files, sorted: the order that numbers its documents. What else the pattern met
     is not read, and a note says so: folders, and names that are no regular file (a device, a dangling link)."""
-    pattern = os.path.join(glob.escape(input_path), '*') if os.path.isdir(input_path) else input_path
-    found = sorted(glob.glob(pattern))
+    found = sorted(glob.glob(os.path.join(glob.escape(input_path), '*') if os.path.isdir(input_path) else input_path))
     folders = [p for p in found if os.path.isdir(p)]
     odd = {p: why for p in found if p.endswith(SUFFIXES) and p not in folders and (why := not_a_source(p))}
     files = [p for p in found if p.endswith(SUFFIXES) and p not in folders and p not in odd]

@@ -17,10 +17,9 @@ def pick_device(device):
     mps_available = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "mps" if mps_available else "cpu"
-    try:
+    kind = None
+    with contextlib.suppress(RuntimeError):  # not a device at all
         kind = torch.device(device).type
-    except RuntimeError:
-        kind = None
     if kind not in ("cpu", "cuda", "mps"):  # torch parses xpu, meta, lazy, ...: no model here runs on them
         raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N or mps")
     if kind == "cuda":
@@ -35,7 +34,6 @@ def pick_device(device):
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-
 
 # oneDNN's instruction-set levels in rising order, as ONEDNN_MAX_CPU_ISA names them; bf16
 # dot products are native from AVX512_CORE_BF16 on (AMX above it).
@@ -102,8 +100,7 @@ def pick_pad_vocab(pad_vocab, device):
     """--pad_vocab as model.GPTConfig's pad_vocab_to: 64 (NanoGPT's multiple) or 1. 'auto' pads on CUDA only: an
     H100 ran GPT-2 small 8 % faster with 50,304 rows than with 50,257; on a CPU bench.py measured it 2-11 %
     slower (the copy of W is not repaid), so it stays off there (docs/performance.md, "A padded vocabulary")."""
-    on = pad_vocab == "true" or (pad_vocab == "auto" and device.split(":")[0] == "cuda")
-    return 64 if on else 1
+    return 64 if pad_vocab == "true" or (pad_vocab == "auto" and device.split(":")[0] == "cuda") else 1
 
 
 class Process:

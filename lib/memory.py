@@ -81,8 +81,7 @@ ADDRESS_SPACE = 2 ** 47
 
 def memory_limit(device):
     """(bytes, words): what a size on this device is checked against, and how a message names it."""
-    total = device_memory(device)
-    if total is None or total > ADDRESS_SPACE:
+    if (total := device_memory(device)) is None or total > ADDRESS_SPACE:
         return ADDRESS_SPACE, f"the {format_bytes(ADDRESS_SPACE)} one process can address"
     kind = 'memory' if device.startswith('cuda') else 'RAM and swap'
     return total, f"the {format_bytes(total)} of {kind} on {device}"

@@ -14,7 +14,6 @@ from lib.memory import memory_shortfall, out_of_memory_reason
 
 DATASET_FILES = ('train.bin', 'val.bin', 'meta.json')  # a prepared dataset's folder holds these and nothing else
 
-
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
 FIELDS = dict(dataset=str, source=str, source_location=str, source_sha256=str, source_bytes=int, val_documents=str)
 GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
