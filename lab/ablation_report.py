@@ -35,9 +35,7 @@ METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_pr
 
 def mean_std(values):
     values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+    return (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None) if values else (None, None)
 
 
 # Student's t, two-sided 95 % (the 0.975 quantile), for 1 to 30 degrees of freedom.
@@ -51,8 +49,7 @@ def t_975(df):
     if df >= len(T_975):
         return 1.96 + 2.4 / df
     lo = max(1, math.floor(df))
-    hi = min(lo + 1, len(T_975))
-    return T_975[lo - 1] + (df - lo) * (T_975[hi - 1] - T_975[lo - 1])
+    return T_975[lo - 1] + (df - lo) * (T_975[min(lo + 1, len(T_975)) - 1] - T_975[lo - 1])
 
 
 def paired_interval(a, b):
@@ -168,9 +165,8 @@ def trained_on(runs):
             ways = {f"on {device} in {dtype}" for device, dtype in TRAINED_ON.findall(f.read())}
         for way in ways or {'unrecorded'}:
             counts[way] = counts.get(way, 0) + 1
-    if len(counts) == 1:
-        return f"every run {next(iter(counts))}"
-    return '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
+    return f"every run {next(iter(counts))}" if len(counts) == 1 else \
+        '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
 
 
 def machine_line():
@@ -228,8 +224,7 @@ def summarize(cfg, runs, vocab_size, argv):
         numbers.update(checkpoint_numbers(run_cfg['out_dir'], data, cfg, result.get('diverged'),
                                           None if mode == 'untied' else untied_dirs.get(seed)))
         numbers['eval_seed'] = recorded_eval_seed(result['config'])
-        lens_rows = cfg.get('tuned_lens', '').split(',')
-        numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in lens_rows
+        numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in cfg.get('tuned_lens', '').split(',')
                        else dict.fromkeys(lens_keys(cfg['n_layer'])))
         per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
@@ -359,8 +354,7 @@ def versus_lines(info, heading, columns, versus, welch):
 
 
 def markdown(info):
-    cfg = info['config']
-    seeds = info['seeds']
+    cfg, seeds = info['config'], info['seeds']
     lines = [
         f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})", "",
         f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
@@ -479,8 +473,7 @@ def lens_lines(info):
     """Claim 17: the tuned lens per layer, mean ± std over seeds, the logit lens beside it, and how far each layer
     is from the run's own final loss (the gap) as mode minus untied, paired by seed."""
     layers = info['config']['n_layer'] + 1
-    lensed = lensed_rows(info)
-    if not lensed:
+    if not (lensed := lensed_rows(info)):
         return []
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
     lines = ["", "Tuned lens (lab/tuned_lens.py, final checkpoint, whole validation split): each layer's loss through "
@@ -514,8 +507,7 @@ def head_minus_embedding(cells):
 
 
 def write_csv(path, rows):
-    with atomic_path(path) as tmp:
-        with open(tmp, 'w', newline='') as f:
-            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+    with atomic_path(path) as tmp, open(tmp, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -350,10 +350,9 @@ def beyond_the_pick(cells, pick):
 def row_key(row):
     """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
     from lab.ablation_grid import parse_row
-    parsed, name = parse_row(row), family(row)
-    if parsed.tie_mode in ('untied', 'pit'):
-        return name, (parsed.embed_mult or 1.0, parsed.head_mult or 1.0)
-    return name, parsed.embed_mult or 1.0
+    parsed = parse_row(row)
+    embed = parsed.embed_mult or 1.0
+    return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
 
 
 def committed_rows(out_dir):
@@ -397,8 +396,7 @@ def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
     for _ in range(rounds):
         if rows:
             train(rows)
-        again = select_rows(out_dir, first_rows)
-        if again == rows:
+        if (again := select_rows(out_dir, first_rows)) == rows:
             return rows
         rows = again
     raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its summary.md")

@@ -44,8 +44,7 @@ def kneser_ney_bigram_loss(pairs, val_ids, vocab_size, discount=DISCOUNT):
     continuation = (np.maximum(follows - discount, 0) + discount * np.count_nonzero(follows) / V) / follows.sum()
 
     v, w = val_ids[:-1].astype(np.int64), val_ids[1:].astype(np.int64)
-    found = np.searchsorted(keys, v * V + w)
-    found = np.minimum(found, len(keys) - 1)
+    found = np.minimum(np.searchsorted(keys, v * V + w), len(keys) - 1)
     pair_count = np.where(keys[found] == v * V + w, counts[found], 0)
     total = context_total[v]
     seen = total > 0

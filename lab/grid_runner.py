@@ -103,10 +103,7 @@ class Task:
 
 def usable_cores():
     """The CPU cores this process may run on (a container's or taskset's limit, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1  # macOS, Windows
 
 
 # ---------------------------------------------------------------- one run: its claim and its log

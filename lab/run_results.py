@@ -115,8 +115,7 @@ def grad_spike(value, window):
 def loss_spike(value, window):
     # A decreasing loss sits below the window's median, so the trend of training never counts.
     median = statistics.median(window)
-    mad = statistics.median(abs(v - median) for v in window)
-    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * mad
+    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * statistics.median(abs(v - median) for v in window)  # the MAD
 
 
 def count_spikes(values, is_spike):
@@ -175,7 +174,6 @@ BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100
            ('ge1000', 'seen ≥ 1000', 1000, None))
 BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
 
-
 # The second table: validation loss over the whole split and per bucket (key, header, format), and the tokens in each.
 BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
     [(f'val_loss_{key}', header, '{:.3f}') for key, header, *_ in BUCKETS]
@@ -207,8 +205,7 @@ def loss_by_frequency(model, val, bucket, block_size, device):
     """(summed cross-entropy, token count) per bucket over the first min(len(val) - 1, MAX_BUCKET_TARGETS)
     targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
     import torch.nn.functional as F
-    sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
-    counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
+    sums, counts = torch.zeros(len(BUCKETS), dtype=torch.float64), torch.zeros(len(BUCKETS), dtype=torch.int64)
     model.eval()
     with torch.no_grad():
         for x, y in whole_split_batches(val, block_size, MAX_BUCKET_TARGETS):
@@ -280,8 +277,7 @@ def bucket_numbers(run_dir, data, cfg, best=False):
         if cached is None:
             val, bucket, _ = data.get()
             device = pick_device(cfg['device'])
-            model = model.to(device)
-            cached = loss_by_frequency(model, val, bucket, model.config.block_size, device)
+            cached = loss_by_frequency(model.to(device), val, bucket, model.config.block_size, device)
         write_cache(path, made_from, loss_sums=cached[0], tokens=cached[1])
     sums, counts = cached
     # The buckets pooled: the loss over the whole split, far less noisy than eval_iters batches.
@@ -368,8 +364,5 @@ def lens_numbers(run_dir, cfg):
         splits, _ = load_splits(dict(cfg, block_size=model.config.block_size))
         lens = tuned_lens.tuned_lens(model, splits, pick_device(cfg['device']))
         write_cache(path, made_from, lens=lens)
-    numbers = {}
-    for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit'])):
-        numbers.update({f'lens_tuned_{layer}': tuned, f'lens_logit_{layer}': logit,
-                        f'lens_gap_{layer}': tuned - lens['tuned'][-1]})
-    return numbers
+    return {f'lens_{kind}_{layer}': value for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit']))
+            for kind, value in (('tuned', tuned), ('logit', logit), ('gap', tuned - lens['tuned'][-1]))}
