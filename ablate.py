@@ -1,9 +1,7 @@
-"""
-The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and
-budget, several runs side by side, and compare their losses, curves and copy probes. One more row
-is no tie mode of its own: tied_untie, "tied, untied at 2/3", trains with --tie_mode=tied until
-iteration round(untie_at * max_iters) and with a head of its own after (train.py --untie_at;
-ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
+"""The tie-mode ablation: train every --tie_mode with the same data order, seed, schedule and budget, several runs side
+by side, and compare their losses, curves and copy probes. One more row is no tie mode of its own: tied_untie, "tied,
+untied at 2/3", trains with --tie_mode=tied until iteration round(untie_at * max_iters) and with a head of its own after
+(train.py --untie_at; ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other run's).
 
     python ablate.py                                   # experiment 1: train.py's small char-level model, every mode
     python ablate.py config/ablate_char.py             # the same sized for a 2-core CPU (3 seeds, fewer iterations)
@@ -15,65 +13,58 @@ ablate.py's --untie_at, 2/3 by default, sets that row's fraction and no other ru
     python ablate.py config/ablate_char_sigma.py --versus=out-ablation-char-sigma-noscale  # + this minus that
     python ablate.py --plot_runs=out-tied,out --plot=first_run.png   # no ablation: train.py runs drawn side by side
 
-Every train.py key is accepted and given to every run, except tie_mode (use --modes) and
-init_from (ablate.py decides it). Each run is train.train itself, the loop of train.py, in
-out_dir/<mode>-seed<seed>/. The data order depends only on the seed, so for one seed every mode
-sees the same batches, and the evaluation batches are the same for all.
+Every train.py key is accepted and given to every run, except tie_mode (use --modes) and init_from (ablate.py decides
+it). Each run is train.train itself, the loop of train.py, in out_dir/<mode>-seed<seed>/. The data order depends only on
+the seed, so for one seed every mode sees the same batches; every run is evaluated on the same fixed batches, whatever
+its seed (train.py --eval_seed), and the summary scores each run's best.pt on the whole validation split: "at the best
+point" compares seeds.
 
-The tied_untie row (out_dir/tied_untie-seed<seed>/) asks whether a late untie, the recipe of
-the GPT-2 speed-run record (model.GPT.untie), keeps what tying gives early and frees the head
-for the end. It is the `tied` run of the same seed, batch for batch, up to the untie, so the two
-rows differ only by what happens after it. Every other run trains with untie_at=None.
+The tied_untie row asks whether a late untie, the recipe of the GPT-2 speed-run record (model.GPT.untie), keeps what
+tying gives early and frees the head for the end. It is the `tied` run of the same seed, batch for batch, up to the
+untie, so the two rows differ only by what happens after it.
 
-Side by side: --jobs runs at a time (default: one per CPU core), each in a worker process with its
-share of the cores as torch threads, under one progress bar (runs and iterations done, elapsed, time
-left) and a line per finished run; what a run prints goes to its own out_dir/<mode>-seed<seed>/
-train.log. A run is trained by one process only: the one holding the lock on its .claim file, so two
-ablate.py commands on one out_dir share the runs, and one never resumes a run that the other is
-training: it waits for it. A run that fails is named with its log's last line, the others go on, and
-the summary waits for a re-run that completes them.
+Side by side: --jobs runs at a time (default: one per CPU core), each in a worker process with its share of the cores as
+torch threads, under one progress bar (runs and iterations done, elapsed, time left) and a line per finished run; what a
+run prints goes to its own out_dir/<mode>-seed<seed>/train.log. A run is trained by one process only: the one holding
+the lock on its .claim file, so two ablate.py commands on one out_dir share the runs, and one never resumes a run that
+the other is training: it waits for it. A run that fails is named with its log's last line, the others go on, and the
+summary waits for a re-run that completes them.
 
-Stopping and starting again: a finished run leaves result.json (with the settings it was made
-with) and is skipped when the command is run again; an interrupted run continues from its last
-checkpoint; a run made with different settings stops the ablation with an error, before anything is
-trained, instead of mixing results. Ctrl-C stops every running run after it saves a checkpoint (a
-second Ctrl-C stops them at once), so re-running the same command loses at most one eval_interval.
+Stopping and starting again: a finished run leaves result.json (with the settings it was made with) and is skipped when
+the command is run again; an interrupted run continues from its last checkpoint; a run made with different settings
+stops the ablation with an error, before anything is trained, instead of mixing results. Ctrl-C stops every running run
+after it saves a checkpoint (a second Ctrl-C stops them at once), so re-running the same command loses at most one
+eval_interval.
 
 Writes to out_dir:
     ablation.csv      every logged iteration of every run (mode, seed, iter, losses, lr, tokens/s, fingerprint,
                       and train.py's copy probe: copy_prob, repeat_rate, self_margin, grad_norm)
-    summary.md        one row per mode: parameters, initial loss next to the predicted one and log n,
-                      loss after 1 %, 10 % and 100 % of the budget, validation loss, copy_prob at the start
-                      and the end and the iteration by which the copying start is unlearned, the best val
-                      loss's iteration, val minus train loss at the end, grad_norm and loss spikes, tokens/s;
-                      and a second table: val loss by how often the target token occurs in train.bin
+    summary.md        one row per mode: parameters, initial loss next to the predicted one and log n, loss after 1 %,
+                      10 % and 100 % of the budget, validation loss, copy_prob at the start and the end and the
+                      iteration by which the copying start is unlearned, the best val loss's iteration, val minus
+                      train loss at the end, grad_norm and loss spikes, tokens/s; and a second table: val loss by
+                      how often the target token occurs in train.bin
     summary.json      the same numbers, per seed and as mean and std over seeds
     <mode>-seed<seed>/train.log   what the run printed (its first line names the process that trained it)
-    <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint,
-                      made by its worker as the run ends (side by side, like the training) and reused while
-                      the checkpoint is unchanged; freq_buckets_best.json the same for its best.pt (the
-                      weights at its lowest val loss)
+    <mode>-seed<seed>/freq_buckets.json   the frequency-bucket evaluation of that run's final checkpoint, made by
+                      its worker as the run ends (side by side, like the training) and reused while the checkpoint
+                      is unchanged; freq_buckets_best.json the same for its best.pt (the weights at its lowest val loss)
     loss_curves.png   every mode on one figure: the whole run, the second half zoomed in, and copy_prob
                       against the text's own repeat rate (needs matplotlib)
     grad_sources.png  grad_out / grad_in over training, every mode: which end feeds the token matrix
 
-Rows besides the tie modes: tied_untie (above), and a mode (or tied_untie) with settings of its own after it:
-_igsK, its token lookup's gradient scaled by K (train.py --input_grad_scale=K), _eX, its token table's rate X
-times learning_rate (--embed_lr), _hY, an untied head's (or pit's S's) rate (--head_lr); e.g.
---modes=untied,tied,tied_igs2 or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then
-draws rate_sweep.png).
+Rows besides the tie modes: tied_untie (above), and a mode (or tied_untie) with settings of its own after it: _igsK,
+its token lookup's gradient scaled by K (train.py --input_grad_scale=K), _eX, its token table's rate X times
+learning_rate (--embed_lr), _hY, an untied head's (or pit's S's) rate (--head_lr); e.g. --modes=untied,tied,tied_igs2
+or a rate sweep, --modes=untied_e10_h0.3,untied_e3_h1,tied_e3 (the summary then draws rate_sweep.png).
 --tuned_lens=ROWS (or all) has each of those rows' workers put its final checkpoint through the tuned lens
 (lab/tuned_lens.py, about a minute and a half a run) as it ends: a per-layer table and tuned_lens.png.
-Every run is evaluated on the same fixed batches, whatever its seed (train.py --eval_seed), and the
-summary scores each run's best.pt on the whole validation split: "at the best point" compares seeds.
 
-"Unlearned copy by" is the first evaluated iteration at which copy_prob (the probability the model
-gives to "the next token is this token") is below twice repeat_rate (how often the validation text
-really repeats its token, what a calibrated model would give): from there on the model copies no
-more than the text calls for, within a factor 2. A tied model with identity blocks starts near
-copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is below the line wherever
-the text repeats more than one token in 2n.
-"""
+"Unlearned copy by" is the first evaluated iteration at which copy_prob (the probability the model gives to "the next
+token is this token") is below twice repeat_rate (how often the validation text really repeats its token, what a
+calibrated model would give): from there on the model copies no more than the text calls for, within a factor 2. A tied
+model with identity blocks starts near copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is
+below the line wherever the text repeats more than one token in 2n."""
 
 import csv
 import json
@@ -133,9 +124,8 @@ def parse_args(argv):
             # train.py's parser judges the value first, so a bad one (1.5, 0, abc) gets train.py's own
             # message; ablate.py's float default would otherwise word some of them its own way.
             if train.parse_train_args([arg])['untie_at'] is None:
-                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row "
-                                f"unties (no other row ever does); to train no such row, leave {UNTIE_ROW} out "
-                                f"of --modes")
+                raise UserError(f"{arg}: ablate.py's untie_at is the fraction at which the {UNTIE_ROW} row unties (no "
+                                f"other row ever does); to train no such row, leave {UNTIE_ROW} out of --modes")
     cfg = train.parse_train_args(argv, DEFAULTS)  # the same checks as train.py
     if cfg['quick']:
         given = {arg[2:].partition('=')[0] for arg in argv if arg.startswith('--')}
@@ -173,11 +163,6 @@ def parse_args(argv):
     return cfg
 
 
-def row_rate(multiple, cfg, key):
-    """A row's own rate (_eX, _hY) is a multiple of the ablation's learning_rate; without one, the ablation's key."""
-    return cfg[key] if multiple is None else multiple * cfg['learning_rate']
-
-
 def plan_runs(cfg):
     """(mode, seed, run_cfg) for every run, in training order: the train.py config of each run."""
     base = {k: v for k, v in cfg.items() if k not in ABLATE_KEYS}
@@ -187,13 +172,14 @@ def plan_runs(cfg):
         has_head = row.tie_mode in ('untied', 'pit') or row.unties  # a head rate (--head_lr) is for these only
         for k in range(cfg['seeds']):
             seed = cfg['seed'] + k
-            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given.
+            # untie_at reaches the tied_untie row only; every other run is trained as if it were not given. A row's
+            # own rate (_eX, _hY) is a multiple of the ablation's learning_rate; without one, the ablation's key.
             run_cfg = dict(base, tie_mode=row.tie_mode, untie_at=cfg['untie_at'] if row.unties else None, seed=seed,
                            head_init='zero' if row.zero_head else cfg['head_init'],
-                           input_grad_scale=cfg['input_grad_scale'] if row.input_grad_scale is None
-                           else row.input_grad_scale,
-                           embed_lr=row_rate(row.embed_mult, cfg, 'embed_lr'),
-                           head_lr=row_rate(row.head_mult, cfg, 'head_lr') if has_head else None,
+                           input_grad_scale=row.input_grad_scale or cfg['input_grad_scale'],
+                           embed_lr=row.embed_mult * cfg['learning_rate'] if row.embed_mult else cfg['embed_lr'],
+                           head_lr=(row.head_mult * cfg['learning_rate'] if row.head_mult else cfg['head_lr'])
+                           if has_head else None,
                            init_from='scratch', out_dir=os.path.join(cfg['out_dir'], f'{mode}-seed{seed}'))
             runs.append((mode, seed, run_cfg))
     return runs
@@ -211,9 +197,8 @@ def check_same_config(wanted, saved, where, run_dir, finished=False):
     if 'seed' in saved:
         saved = dict(saved, eval_seed=recorded_eval_seed(saved))
     unused = MUON_KEYS if wanted.get('optimizer') == 'adamw' else ()  # what an AdamW run never reads
-    differ = [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k] and k not in unused
-              and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]
-    if differ:
+    if differ := [k for k in wanted if saved.get(k, LEGACY_RUN_KEYS.get(k)) != wanted[k] and k not in unused
+                  and not (k == 'vocab_size' and wanted[k] is None) and not (finished and k == 'eval_seed')]:
         key = differ[0]
         more = f" (and {len(differ) - 1} more: {', '.join(differ[1:])})" if len(differ) > 1 else ""
         raise UserError(f"{where} was made with {key}={saved.get(key)!r}, but this ablation asks for "
@@ -240,8 +225,7 @@ def jobs_and_threads(cfg, device, runs=None):
 
 def visible_gpus():
     """The CUDA devices this process may use, as CUDA_VISIBLE_DEVICES names them (or their indices)."""
-    listed = os.environ.get('CUDA_VISIBLE_DEVICES')
-    if listed is not None:
+    if (listed := os.environ.get('CUDA_VISIBLE_DEVICES')) is not None:
         return [gpu.strip() for gpu in listed.split(',') if gpu.strip()]
     return [str(k) for k in range(torch.cuda.device_count())]
 

@@ -1,5 +1,4 @@
-"""
-Speed of training steps: forward + backward + optimizer, timed after a warm-up.
+"""Speed of training steps: forward + backward + optimizer, timed after a warm-up.
 
     python bench.py                                  # the default train.py recipe
     python bench.py config/train_shakespeare_char.py --device=cuda
@@ -7,18 +6,15 @@ Speed of training steps: forward + backward + optimizer, timed after a warm-up.
                                                      # (and eager vs compile on a GPU)
     python bench.py --compare --compare_compile=true # with the rows that compile first, on a CPU too
 
-Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix
-counted once, attention included), achieved FLOP/s, MFU and peak memory. MFU is against the
-datasheet peak of a known GPU, or on a CPU against a peak this script measures itself (the
-best of several large matmuls in the training dtype), so "how close to the limit" is a
-number on every machine. With --compare, every setting is built in one process, the timing
-rounds are interleaved so that noise from a shared machine hits all rows alike, and each row
-is given as a ratio to the first, which is what train.py runs. On a CPU one row is the
-reference step, NanoGPT's: float32 with torch's for-loop AdamW.
+Prints ms/iter (median, min, max), tokens/s, training FLOPs per token (the shared matrix counted once, attention
+included), achieved FLOP/s, MFU and peak memory. MFU is against the datasheet peak of a known GPU, or on a CPU against a
+peak this script measures itself (the best of several large matmuls in the training dtype), so "how close to the limit"
+is a number on every machine. With --compare, every setting is built in one process, the timing rounds are interleaved
+so that noise from a shared machine hits all rows alike, and each row is given as a ratio to the first, which is what
+train.py runs. On a CPU one row is the reference step, NanoGPT's: float32 with torch's for-loop AdamW.
 
 The step timed is train.training_step, the same code train.py runs; batches are random
-tokens (the cost of a step does not depend on their values).
-"""
+tokens (the cost of a step does not depend on their values)."""
 
 import os
 import platform
@@ -231,8 +227,7 @@ def run_bench(cfg):
             print("note: no bfloat16 rows: this CPU only emulates bf16 matmuls (no avx512_bf16 or AMX in use), "
                   "so --dtype=auto trains in float32 here", file=sys.stderr)
         for dtype in ('float32',) if emulated_bf16 or device.startswith('mps') else ('float32', 'bfloat16'):
-            compare_compile = pick_compile(cfg['compare_compile'], device)
-            for compiled in ('false', 'true') if compare_compile else ('false',):
+            for compiled in ('false', 'true') if pick_compile(cfg['compare_compile'], device) else ('false',):
                 row_cfg = dict(cfg, dtype=dtype, compile=compiled)
                 if label(row_cfg) != label(cfg):
                     settings.append((label(row_cfg), row_cfg, None))
@@ -254,8 +249,7 @@ def run_bench(cfg):
         try:
             row.warm_up(cfg['bench_warmup'])
         except Exception as e:  # the first compiled steps build the kernels
-            reason = compile_failure(e) if row.compiled else None
-            if not reason:
+            if not (reason := compile_failure(e) if row.compiled else None):
                 raise
             if len(settings) == 1:
                 raise UserError(f"{reason}; use --compile=false") from None
@@ -274,9 +268,8 @@ def run_bench(cfg):
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
           f"{cfg['bench_iters']} timed iterations per row" + (f" in {rounds} interleaved rounds" if rounds > 1 else ""))
-    header = (f"{'setting':<36} {'params':>11} {'ms/iter med':>11} {'min':>7} {'max':>7} {'tokens/s':>10} "
-              f"{'GFLOP/tok':>9} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>8} {'ratio':>6}")
-    print(header)
+    print(f"{'setting':<36} {'params':>11} {'ms/iter med':>11} {'min':>7} {'max':>7} {'tokens/s':>10} "
+          f"{'GFLOP/tok':>9} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>8} {'ratio':>6}")
     base = None
     for row in rows:
         median = statistics.median(row.times)

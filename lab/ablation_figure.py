@@ -90,13 +90,12 @@ def plot_copy(ax, curves, info):
                 ha='center', va='center', transform=ax.transAxes, color='gray')
         ax.set_title('copy probe', fontsize=9)
         return
-    ax.set_yscale('log')
+    ax.set(yscale='log', ylabel='copy_prob: p(next token = current token)')
     reference_line(ax, 1 / info['vocab_size'], '1/n')
     if info['repeat_rate']:  # 0 on a log axis is nowhere: leave it out
         reference_line(ax, info['repeat_rate'], 'repeat rate of the text', '--')
     if info['untie_iter'] is not None:
         ax.axvline(info['untie_iter'], color=f'C{list(curves).index(UNTIE_ROW)}', linestyle=':', linewidth=1)
-    ax.set_ylabel('copy_prob: p(next token = current token)')
     ax.set_title('copying, on the validation batches' +
                  (f" (dotted: the untie at iteration {info['untie_iter']})" if info['untie_iter'] is not None else ''),
                  fontsize=9)
@@ -134,30 +133,25 @@ def plot(path, curves, info):
     top = max(log_n, statistics.median(starts.values()))
     top += 0.12 * (top - low)
     clipped = [f"{m} {v:.2f}" for m, v in starts.items() if v > top]
-    ax_all.set_xscale('log')
-    ax_all.set_ylim(low - 0.05 * (top - low), top)
+    ax_all.set(xscale='log', ylim=(low - 0.05 * (top - low), top), xlabel='iteration + 1 (log scale)',
+               ylabel='loss (nats/token)')
     reference_line(ax_all, log_n, 'log n')
-    ax_all.set_xlabel('iteration + 1 (log scale)')
-    ax_all.set_ylabel('loss (nats/token)')
     ax_all.set_title('whole run' + (f" (off scale at the start: {', '.join(clipped)})" if clipped else ''), fontsize=9)
     # Right: the second half, zoomed in, where the final differences are. A mode that ends far above
     # the typical spread (more than that spread again above the median top) is left off scale and named.
-    ax_end.set_xlim(max_iters // 2 + 1, max_iters + 1)
     ends = ends or {'': [low]}  # every run diverged in the first half
     lo_end = min(min(v) for v in ends.values())
     typical = statistics.median(max(v) for v in ends.values())
     hi_end = max(max(v) for v in ends.values() if min(v) <= typical + max(typical - lo_end, 0.05))
     pad = 0.08 * (hi_end - lo_end or 0.1)
-    ax_end.set_ylim(lo_end - pad, hi_end + pad)
+    ax_end.set(xlim=(max_iters // 2 + 1, max_iters + 1), ylim=(lo_end - pad, hi_end + pad), xlabel='iteration + 1')
     far = [f"{m} {v[-1]:.2f}" for m, v in ends.items() if min(v) > hi_end + pad]
     ax_end.set_title('second half, zoomed in' + (f" (off scale: {', '.join(far)})" if far else ''), fontsize=9)
-    ax_end.set_xlabel('iteration + 1')
     ax_end.legend(fontsize=8, ncol=2)
     plot_copy(ax_copy, curves, info)
     for ax in (ax_all, ax_end, ax_copy):
         ax.grid(True, which='both', alpha=0.25)
-    cfg = info['config']
-    seeds = len(info['seeds'])
+    cfg, seeds = info['config'], len(info['seeds'])
     fig.suptitle(f"{info['dataset']}: {cfg['n_layer']}L x {cfg['n_embd']}, {max_iters} iterations, "
                  f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, "
                  f"emb_scale={str(cfg['emb_scale']).lower()}; "
@@ -208,12 +202,10 @@ def plot_gradient_sources(path, curves, info):
         if iters:
             mean_and_range(ax, [i + 1 for i in iters], [smooth_log(values) for values in curve], k, len(seed_rows),
                            linewidth=1.2, linestyle=line_style(mode), label=info['labels'][mode])
-    ax.set_xscale('log')
-    ax.set_yscale('log')
+    ax.set(xscale='log', yscale='log', xlabel='iteration + 1 (log scale)',
+           ylabel='|output-side gradient| / |input-side gradient|')
     ax.axhline(1, color='gray', linestyle=':', linewidth=1)
     ax.axvline(EARLY_FRACTION * info['max_iters'], color='gray', linestyle=':', linewidth=1)
-    ax.set_xlabel('iteration + 1 (log scale)')
-    ax.set_ylabel('|output-side gradient| / |input-side gradient|')
     ax.set_title(f"where the token matrix's gradient comes from ({info['dataset']}, mean of {len(info['seeds'])} "
                  f"seed(s), range shaded)\nuntied: head over embedding; dotted: the end of the first "
                  f"{100 * EARLY_FRACTION:g} %", fontsize=9)
@@ -268,10 +260,8 @@ def plot_rate_sweep(path, info, key='val_loss_all'):
                           fontweight='bold' if (e, h) == best else 'normal')
     left.add_patch(plt.Rectangle((heads.index(best[1]) - 0.5, embeds.index(best[0]) - 0.5), 1, 1, fill=False,
                                  edgecolor='red', linewidth=2))
-    left.set_xticks(range(len(heads)), [f"{h:g}" for h in heads])
-    left.set_yticks(range(len(embeds)), [f"{e:g}" for e in embeds])
-    left.set_xlabel('head rate / learning_rate')
-    left.set_ylabel('embedding rate / learning_rate')
+    left.set(xticks=range(len(heads)), xticklabels=[f"{h:g}" for h in heads], xlabel='head rate / learning_rate',
+             yticks=range(len(embeds)), yticklabels=[f"{e:g}" for e in embeds], ylabel='embedding rate / learning_rate')
     left.set_title(f"untied: {key} (best boxed: embed x{best[0]:g}, head x{best[1]:g})", fontsize=9)
     fig.colorbar(image, ax=left, fraction=0.05)
     right.set_xscale('log')
@@ -284,10 +274,9 @@ def plot_rate_sweep(path, info, key='val_loss_all'):
         right.minorticks_off()
     right.axhline(untied[best], color='C0', linestyle='--', label=f"untied at its best ({untied[best]:.3f})")
     right.axhline(untied.get((1.0, 1.0), float('nan')), color='C0', linestyle=':', label='untied at x1, x1')
-    right.set_xlabel('shared matrix rate / learning_rate')
-    right.set_ylabel(key)
     finite_tied = [v for v in tied.values() if math.isfinite(v)] + finite
-    right.set_ylim(min(finite_tied) - 0.02, min(max(finite_tied), min(finite_tied) + 1.0) + 0.02)
+    right.set(xlabel='shared matrix rate / learning_rate', ylabel=key,
+              ylim=(min(finite_tied) - 0.02, min(max(finite_tied), min(finite_tied) + 1.0) + 0.02))
     right.grid(True, which='both', alpha=0.25)
     right.legend(fontsize=8)
     optimizer = 'Muon + AdamW' if info['config'].get('optimizer') == 'muon' else 'AdamW'
@@ -301,8 +290,7 @@ def plot_tuned_lens(path, info):
     their range, one colour per mode. False, with no file, where no row has the lens."""
     plt = pyplot()
     layers = info['config']['n_layer'] + 1
-    lensed = lensed_rows(info)
-    if plt is None or not lensed:
+    if plt is None or not (lensed := lensed_rows(info)):
         return False
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for k, (mode, cells) in enumerate(lensed.items()):

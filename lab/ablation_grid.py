@@ -54,8 +54,7 @@ def parse_row(name):
         settings[setting.group(1)] = value
     base = match.group(1)
     return Row({UNTIE_ROW: 'tied', ZERO_HEAD_ROW: 'untied'}.get(base, base), unties=base == UNTIE_ROW,
-               zero_head=base == ZERO_HEAD_ROW,
-               **{ROW_SETTINGS[key]: value for key, value in settings.items()})
+               zero_head=base == ZERO_HEAD_ROW, **{ROW_SETTINGS[key]: value for key, value in settings.items()})
 
 
 def check_row(name):
@@ -68,10 +67,8 @@ def check_row(name):
 
 ABLATE_KEYS = ('modes', 'seeds', 'quick', 'versus', 'jobs', 'tuned_lens')
 
-
 # Keys that do not change what a run computes; all others must match to skip or resume a run.
 BOOKKEEPING_KEYS = ('out_dir', 'init_from', 'progress')
-
 
 # Keys newer than some finished runs' result.json, with the value those runs were made with: head_init (every
 # head was drawn normal before it), gelu_approx and input_grad_scale; untie_at, which runs made before the tied_untie
@@ -110,11 +107,8 @@ def row_label(mode, untie_at):
     row = parse_row(mode)
     label = f"tied, untied at {fraction_text(untie_at)}" if row.unties else row.tie_mode
     label += ", zero head" if row.zero_head else ''
-    for words, value in (('input grad', row.input_grad_scale), ('embed lr', row.embed_mult),
-                         ('head lr', row.head_mult)):
-        if value is not None:
-            label += f", {words} ×{value:g}"
-    return label
+    settings = ('input grad', row.input_grad_scale), ('embed lr', row.embed_mult), ('head lr', row.head_mult)
+    return label + ''.join(f", {words} ×{value:g}" for words, value in settings if value is not None)
 
 
 def model_config(run_cfg, vocab_size):

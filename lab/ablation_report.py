@@ -35,9 +35,7 @@ METRIC_KEYS = ('step_loss', 'train_loss', 'val_loss', 'tokens_per_sec', 'copy_pr
 
 def mean_std(values):
     values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+    return (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None) if values else (None, None)
 
 
 # Student's t, two-sided 95 % (the 0.975 quantile), for 1 to 30 degrees of freedom.
@@ -51,8 +49,7 @@ def t_975(df):
     if df >= len(T_975):
         return 1.96 + 2.4 / df
     lo = max(1, math.floor(df))
-    hi = min(lo + 1, len(T_975))
-    return T_975[lo - 1] + (df - lo) * (T_975[hi - 1] - T_975[lo - 1])
+    return T_975[lo - 1] + (df - lo) * (T_975[min(lo + 1, len(T_975)) - 1] - T_975[lo - 1])
 
 
 def paired_interval(a, b):
@@ -84,9 +81,8 @@ def welch_interval(a, b):
     return diff, diff - half, diff + half
 
 
-# The columns compared with untied, seed against seed of each mode: a difference is called real only
-# when its 95 % interval excludes zero.
-# The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
+# The columns compared with untied, seed against seed of each mode: a difference is called real only when its 95 %
+# interval excludes zero. The bucket losses (BUCKET_COLUMNS) have a table of their own, and so their differences.
 VERSUS_UNTIED = ('init_step_loss', 'train_loss_0.1', 'final_val_loss', 'best_val_loss', 'best_val_iter', 'gap_at_end',
                  'grad_spikes', 'loss_spikes', 'grad_ratio_early', *(key for key, *_ in BUCKET_COLUMNS + BEST_BUCKET_COLUMNS))
 DIFF_DECIMALS = dict(best_val_iter=0, grad_spikes=1, loss_spikes=1, grad_ratio_early=2)  # counts; every loss difference gets 3
@@ -102,10 +98,8 @@ def differences(cells, base, interval):
 
 def versus_row(table, base, interval):
     """{mode: {key: (difference, low, high)}}: every row but base and untied against base (untied, tied), if any."""
-    if base not in table:
-        return {}
     return {mode: differences(cells, table[base], interval) for mode, cells in table.items()
-            if mode not in (base, 'untied')}
+            if mode not in (base, 'untied')} if base in table else {}
 
 
 # The remedies of 2026 against plain tying (claims 12 and 13): what a row changes from tied, beside what
@@ -171,9 +165,8 @@ def trained_on(runs):
             ways = {f"on {device} in {dtype}" for device, dtype in TRAINED_ON.findall(f.read())}
         for way in ways or {'unrecorded'}:
             counts[way] = counts.get(way, 0) + 1
-    if len(counts) == 1:
-        return f"every run {next(iter(counts))}"
-    return '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
+    return f"every run {next(iter(counts))}" if len(counts) == 1 else \
+        '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
 
 
 def machine_line():
@@ -231,8 +224,7 @@ def summarize(cfg, runs, vocab_size, argv):
         numbers.update(checkpoint_numbers(run_cfg['out_dir'], data, cfg, result.get('diverged'),
                                           None if mode == 'untied' else untied_dirs.get(seed)))
         numbers['eval_seed'] = recorded_eval_seed(result['config'])
-        lens_rows = cfg.get('tuned_lens', '').split(',')
-        numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in lens_rows
+        numbers.update(lens_numbers(run_cfg['out_dir'], run_cfg) if mode in cfg.get('tuned_lens', '').split(',')
                        else dict.fromkeys(lens_keys(cfg['n_layer'])))
         per_mode.setdefault(mode, []).append(numbers)
         curves.setdefault(mode, []).append(rows)
@@ -257,9 +249,7 @@ def summarize(cfg, runs, vocab_size, argv):
     modes = list(per_mode)
     every_run = [n for seed_numbers in per_mode.values() for n in seed_numbers]
     info = dict(
-        command='python ablate.py ' + shlex.join(argv),
-        machine=machine_line(),
-        trained_on=trained_on(runs),
+        command='python ablate.py ' + shlex.join(argv), machine=machine_line(), trained_on=trained_on(runs),
         dataset=cfg['dataset'], vocab_size=vocab_size, seeds=seeds, max_iters=max_iters,
         config={k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS},
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
@@ -278,8 +268,8 @@ def summarize(cfg, runs, vocab_size, argv):
         versus_other=None,
         buckets=(f"validation loss of the final checkpoint by how often the target token occurs in train.bin, "
                  f"over the whole validation split (at most its first {MAX_BUCKET_TARGETS:,} targets), each target "
-                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and over "
-                 f"all of them (whole split)"),
+                 f"once, in non-overlapping windows of block_size; per-token cross-entropy averaged per bucket, and "
+                 f"over all of them (whole split)"),
         # Seed-independent evaluation: one eval_seed for every run, and best.pt scored on the whole split. Runs
         # made before either existed are summarised all the same; these say what they lack.
         eval_seeds=sorted({n['eval_seed'] for n in every_run}),
@@ -359,17 +349,14 @@ def versus_table(info, columns, versus, welch=None):
 def versus_lines(info, heading, columns, versus, welch):
     """A difference table under its heading, whose {} says how its intervals are made (PAIRED where welch is given);
     nothing where there is no difference (no such base row, or no other row)."""
-    if not versus:
-        return []
-    return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)]
+    return ["", heading.format(PAIRED if welch else WELCH), "", *versus_table(info, columns, versus, welch)] \
+        if versus else []
 
 
 def markdown(info):
-    cfg = info['config']
-    seeds = info['seeds']
+    cfg, seeds = info['config'], info['seeds']
     lines = [
-        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})",
-        "",
+        f"# Tie-mode ablation: {info['dataset']} (vocab {info['vocab_size']})", "",
         f"{cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
         f"batch {cfg['batch_size']} x {cfg['gradient_accumulation_steps']}, {info['max_iters']} iterations, "
         + (f"Muon for the blocks' matrices (lr {cfg['muon_lr']:g}, momentum {cfg['muon_momentum']:g}) and AdamW for "
@@ -379,9 +366,7 @@ def markdown(info):
         f"zero_init_residual={str(cfg['zero_init_residual']).lower()}, emb_scale={str(cfg['emb_scale']).lower()}, "
         f"dropout {cfg['dropout']:g}; "
         + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), mean ± std over seeds."
-           if len(seeds) > 1 else f"one seed ({seeds[0]})."),
-        "",
-    ]
+           if len(seeds) > 1 else f"one seed ({seeds[0]})."), ""]
     lines += column_table(info, COLUMNS, info['modes'])
     if info.get('floor'):
         lines += ["", *floor_lines(info['floor'])]
@@ -407,8 +392,7 @@ def markdown(info):
     lines += best_point_lines(info, versus, welch)
     lines += gradient_source_lines(info)
     lines += lens_lines(info)
-    aligned = {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}
-    if aligned:
+    if aligned := {mode: cells for mode, cells in info['modes'].items() if cells['cka_emb']['mean'] is not None}:
         lines += ["", "Alignment of each run's final shared matrix (pit: its memory U) with the same seed's untied "
                       "run, by linear CKA (blind to rotations and scale of the hidden space; 1 = the same geometry), "
                       "beside the CKA of two independent random matrices of that shape:", ""]
@@ -424,32 +408,23 @@ def markdown(info):
         lines += versus_table(info, [column for column in COLUMNS + BUCKET_COLUMNS if column[0] in VERSUS_UNTIED],
                               other['modes'], other.get('welch'))
     lines += [
-        "",
-        "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
+        "", "Initial loss (step 0): the loss of the first training batch, before any update; initial val loss: the "
         f"evaluation at iteration 0 ({cfg['eval_iters']} fixed batches); predicted (*): "
-        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) "
-        "and uniformly random tokens. "
-        f"Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after the last iteration. "
-        "copy_prob: the probability the model gives to the next token being the current one, on the validation "
-        "batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
-        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate "
-        f"({repeat}), '–' if none; where not every seed got there, the mean is over those that did. " + untie +
+        "init_loss.predicted_initial_loss for this model, which assumes identity blocks (zero_init_residual) and "
+        f"uniformly random tokens. Train loss @f: {info['loss_at_fraction']}. Val loss at end: the evaluation after "
+        "the last iteration. copy_prob: the probability the model gives to the next token being the current one, on "
+        "the validation batches, at iteration 0 and at the end; unlearned copy by: the first evaluation (every "
+        f"{cfg['eval_interval']} iterations) at which copy_prob is below twice the text's repeat rate ({repeat}), '–' "
+        "if none; where not every seed got there, the mean is over those that did. " + untie +
         "At iteration: the evaluation with the best val loss; val - train at end: the two losses of the last "
-        "evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds "
-        f"{GRAD_SPIKE_FACTOR} x the median of the previous {SPIKE_WINDOW} logged values, or whose step loss "
-        f"exceeds their median + {LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive "
-        f"spiking steps count once, the first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs "
-        "from before grad_norm. "
+        f"evaluation (positive: overfitting). Spikes: logged steps whose grad_norm exceeds {GRAD_SPIKE_FACTOR} x the "
+        f"median of the previous {SPIKE_WINDOW} logged values, or whose step loss exceeds their median + "
+        f"{LOSS_SPIKE_SIGMAS} x 1.4826 x their median absolute deviation; consecutive spiking steps count once, the "
+        f"first {SPIKE_MIN_HISTORY} logged steps are not judged; '–' for runs from before grad_norm. "
         + (f"Buckets: {info['buckets']}. " if has_buckets else "") +
         "tokens/s: median over the logged iterations (a shared machine makes it indicative only).",
-        "",
-        f"Command: `{info['command']}`",
-        "",
-        f"Machine: {info['machine']}",
-        "",
-        f"Trained: {info.get('trained_on', 'unrecorded')}",
-        "",
-    ]
+        "", f"Command: `{info['command']}`", "", f"Machine: {info['machine']}", "",
+        f"Trained: {info.get('trained_on', 'unrecorded')}", ""]
     return '\n'.join(lines)
 
 
@@ -498,8 +473,7 @@ def lens_lines(info):
     """Claim 17: the tuned lens per layer, mean ± std over seeds, the logit lens beside it, and how far each layer
     is from the run's own final loss (the gap) as mode minus untied, paired by seed."""
     layers = info['config']['n_layer'] + 1
-    lensed = lensed_rows(info)
-    if not lensed:
+    if not (lensed := lensed_rows(info)):
         return []
     names = ['embedding'] + [f'block {layer}' for layer in range(1, layers)]
     lines = ["", "Tuned lens (lab/tuned_lens.py, final checkpoint, whole validation split): each layer's loss through "
@@ -512,8 +486,7 @@ def lens_lines(info):
         base = lensed['untied']
         lines += ["", "How far each layer still is from its run's own final loss (tuned lens minus final loss), mode "
                       "minus untied [95 % interval of the per-seed differences by Student's t: the seeds pair the "
-                      "runs]; positive: that layer holds less of the final "
-                      "prediction than untied's does:", ""]
+                      "runs]; positive: that layer holds less of the final prediction than untied's does:", ""]
         lines += table_lines(info, names[:-1], {mode: cells for mode, cells in lensed.items() if mode != 'untied'},
                              lambda cells, i: fmt_interval(*paired_interval(cells[f'lens_gap_{i}']['per_seed'],
                                                                            base[f'lens_gap_{i}']['per_seed'])))
@@ -534,8 +507,7 @@ def head_minus_embedding(cells):
 
 
 def write_csv(path, rows):
-    with atomic_path(path) as tmp:
-        with open(tmp, 'w', newline='') as f:
-            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+    with atomic_path(path) as tmp, open(tmp, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -236,8 +236,7 @@ def family_cells(info, key='val_loss_all'):
     from lab.ablation_grid import parse_row
     families = {}
     for mode, cells in info['modes'].items():
-        row, loss = parse_row(mode), row_loss(cells, key)
-        name = family(mode)
+        row, loss, name = parse_row(mode), row_loss(cells, key), family(mode)
         if loss is not None and row.tie_mode != 'untied' and name != 'tied':
             families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss
     return {name: {(e, h or 1.0) if any(h for _, h in cells) else e: loss for (e, h), loss in cells.items()}
@@ -291,12 +290,10 @@ def best_rows(untied, tied, families=None):
 
 def inside(out_dir, cells):
     """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates."""
-    missing = missing_neighbours(*cells)
-    if missing:
+    if missing := missing_neighbours(*cells):
         raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                          f"run its sweep stage again, which widens the grid")
-    ends = at_the_ladders_end(*cells)
-    if ends:
+    if ends := at_the_ladders_end(*cells):
         raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
                          f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                          f"sweep stage again")
@@ -320,9 +317,7 @@ def ranked_families(out_dirs, sweeps=True):
 
 def row_name(name, key):
     """A family's cell as a row: untied's (and pit's) _eX_hY; another's _eX, left unwritten at x1."""
-    if isinstance(key, tuple):
-        return f"{name}_e{key[0]:g}_h{key[1]:g}"
-    return name + (f'_e{key:g}' if key != 1 else '')
+    return f"{name}_e{key[0]:g}_h{key[1]:g}" if isinstance(key, tuple) else name + (f'_e{key:g}' if key != 1 else '')
 
 
 def neighbour_keys(pick, steps=(-1, 1)):
@@ -355,10 +350,9 @@ def beyond_the_pick(cells, pick):
 def row_key(row):
     """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
     from lab.ablation_grid import parse_row
-    parsed, name = parse_row(row), family(row)
-    if parsed.tie_mode in ('untied', 'pit'):
-        return name, (parsed.embed_mult or 1.0, parsed.head_mult or 1.0)
-    return name, parsed.embed_mult or 1.0
+    parsed = parse_row(row)
+    embed = parsed.embed_mult or 1.0
+    return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
 
 
 def committed_rows(out_dir):
@@ -402,12 +396,10 @@ def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
     for _ in range(rounds):
         if rows:
             train(rows)
-        again = select_rows(out_dir, first_rows)
-        if again == rows:
+        if (again := select_rows(out_dir, first_rows)) == rows:
             return rows
         rows = again
-    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its "
-                     f"summary.md")
+    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its summary.md")
 
 
 def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
@@ -415,9 +407,8 @@ def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
     untied rows), plain tying's, and those of the `count` remedy families whose best cell is lowest, each family
     with its `cells_each` best cells (ranked_families)."""
     untied, tied, remedies = ranked_families(out_dirs, sweeps)
-    remedies = remedies[:count]
     lines = [[] for _ in out_dirs]
-    for _, k, name, rates in [f for f in (untied, tied) if f] + remedies:
+    for _, k, name, rates in [f for f in (untied, tied) if f] + remedies[:count]:
         lines[k] += [row_name(name, key) for key in sorted(rates, key=rates.get)[:cells_each]]
     return [','.join(rows) for rows in lines]
 
@@ -451,9 +442,8 @@ def main(argv):
     elif command == 'grid':
         print(','.join(REMEDY_GRIDS[argv[1]] if argv[1] in REMEDY_GRIDS else grid_rows(argv[1], argv[2:] == ['tied'])))
     elif command == 'widen':  # OUT_DIR [ROWS]: its rows, the grid's ROWS it lacks, the neighbours its bests lack
-        rows, *cells = sweep_cells(argv[1])
-        grid = argv[2].split(',') if argv[2:] else []
-        print(','.join(dict.fromkeys(rows + [row for row in grid if row not in rows] + missing_neighbours(*cells))))
+        rows, *cells = sweep_cells(argv[1])  # dict.fromkeys: each row once, where it first appears
+        print(','.join(dict.fromkeys(rows + (argv[2].split(',') if argv[2:] else []) + missing_neighbours(*cells))))
     elif command == 'best':
         _, *cells = sweep_cells(argv[1], committed=True)
         inside(argv[1], cells)

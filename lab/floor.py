@@ -13,8 +13,7 @@ windows of its batches, drawn by the same generator train.py uses for --seed: it
 block_size + 1 tokens, bigrams within a window only). Nothing is tuned on the validation split.
 
 A model at or above the bigram floor has learned no more than which token tends to follow which; the ablations'
-summaries and the experiments' tables print the floor beside their losses (lab/ablation_report.py).
-"""
+summaries and the experiments' tables print the floor beside their losses (lab/ablation_report.py)."""
 import json
 import os
 import sys
@@ -45,8 +44,7 @@ def kneser_ney_bigram_loss(pairs, val_ids, vocab_size, discount=DISCOUNT):
     continuation = (np.maximum(follows - discount, 0) + discount * np.count_nonzero(follows) / V) / follows.sum()
 
     v, w = val_ids[:-1].astype(np.int64), val_ids[1:].astype(np.int64)
-    found = np.searchsorted(keys, v * V + w)
-    found = np.minimum(found, len(keys) - 1)
+    found = np.minimum(np.searchsorted(keys, v * V + w), len(keys) - 1)
     pair_count = np.where(keys[found] == v * V + w, counts[found], 0)
     total = context_total[v]
     seen = total > 0
@@ -70,8 +68,8 @@ def run_sample(train_ids, iters, batch_size, block_size, seed):
 
 def floors(data_dir, iters=200, batch_size=16, block_size=64, seed=1337):
     """{'unigram', 'bigram'} x {'whole', 'run'}: the four cross-entropies, and how many training tokens each read."""
-    with open(os.path.join(data_dir, 'meta.json'), encoding='utf-8') as f:
-        meta = json.load(f)
+    from lib.prepared_data import load_meta  # here: lab/floor.py also runs as a script, lib/ then found in main
+    meta = load_meta(data_dir)
     read = lambda split: np.fromfile(os.path.join(data_dir, f'{split}.bin'), dtype=np.dtype(meta['dtype']))  # noqa: E731
     train_ids, val_ids, V = read('train'), read('val'), meta['vocab_size']
     pairs, sample_tokens = run_sample(train_ids, iters, batch_size, block_size, seed)

@@ -5,8 +5,7 @@ disk and memory it takes on this machine's GPUs and on one and on eight H100s, f
 
 G: the GPUs to count (default: those this machine shows); T: one run's training tokens a second on one of them
 (default: H100_TOKENS_S, measured); N: the prepared corpus's training tokens, for the disk (default: OpenWebText's).
-ablate.py trains one run a GPU, so G GPUs take ceil(runs / G) rounds of one run's time.
-"""
+ablate.py trains one run a GPU, so G GPUs take ceil(runs / G) rounds of one run's time."""
 
 import math
 import os

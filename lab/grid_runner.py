@@ -103,10 +103,7 @@ class Task:
 
 def usable_cores():
     """The CPU cores this process may run on (a container's or taskset's limit, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1  # macOS, Windows
 
 
 # ---------------------------------------------------------------- one run: its claim and its log
@@ -177,43 +174,37 @@ def last_line(path):
 
 
 def train_claimed(task, run_fn, progress, whole_process):
-    """Claim the run and train it: ('busy', the pid of the process that holds it), ('done', outcome) or
-    ('failed', why); a KeyboardInterrupt (Ctrl-C) is noted in the run's log and raised."""
+    """Claim the run and train it, its output in the run's log: ('busy', the pid of the process that holds it), ('done',
+    outcome) or ('failed', why: the log's last line); a KeyboardInterrupt (Ctrl-C) is noted in the log and raised."""
     try:
         claim = Claim(task.run_dir)
     except Busy as e:
         return 'busy', e.args[0]
     except OSError as e:  # no folder can be made there (a file in the way, no permission)
         return 'failed', f"cannot claim {task.run_dir}: {e.strerror or e}"
+    log, ended = os.path.join(task.run_dir, LOG_FILE), None
     with claim:
-        kind, value = run_logged(task, run_fn, progress, whole_process)
-    if kind == 'done':
+        with output_to(log, whole_process):
+            try:
+                ended = 'done', run_fn(task.payload, progress)
+            except KeyboardInterrupt as e:
+                print(str(e) or 'interrupted', file=sys.stderr)
+                raise
+            except UserError as e:
+                print("error: " + " ".join(str(e).split()), file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+        ended = ended or ('failed', last_line(log))  # read while the run is still ours: no other writer's line yet
+    if ended[0] == 'done':
         progress.finish()  # outside the log: with --jobs=1, a line the bar prints is this command's
-    return kind, value
-
-
-def run_logged(task, run_fn, progress, whole_process):
-    """run_fn on a claimed run, its output in the run's log: ('done', outcome) or ('failed', the log's last line)."""
-    log = os.path.join(task.run_dir, LOG_FILE)
-    with output_to(log, whole_process):
-        try:
-            return 'done', run_fn(task.payload, progress)
-        except KeyboardInterrupt as e:
-            print(str(e) or 'interrupted', file=sys.stderr)
-            raise
-        except UserError as e:
-            print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        except Exception:
-            traceback.print_exc()
-    return 'failed', last_line(log)
+    return ended
 
 
 # ---------------------------------------------------------------- a run's share of the grid's bar, and the queue
 
 class RunProgress:
-    """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a
-    resumed run really starts (the bar counted the checkpoint that planning saw, and another process may have
-    moved it on since)."""
+    """The bar a run trains with: one run's share of the grid's bar (in a worker, of ToParent), told where a resumed run
+    really starts (the bar counted the checkpoint that planning saw, and another process may have moved it on since)."""
 
     def __init__(self, bar, task):
         self.bar, self.task, self.counted = bar, task, 0
@@ -464,12 +455,11 @@ class WorkerPool(Grid):
 
 
 def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus=None):
-    """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is
-    claimed by the worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run
-    goes to on_failed (with its log's last line) and the others go on; a worker that dies is replaced. The
-    first Ctrl-C asks every running run to save and stop, a second one to stop at once; then
-    KeyboardInterrupt is raised, naming the runs stopped. gpus: the k-th worker's GPU (CUDA_VISIBLE_DEVICES), or
-    None. Returns the pids of the workers."""
+    """Train tasks in min(jobs, len(tasks)) worker processes of `threads` torch threads each. Each run is claimed by the
+    worker that trains it; one claimed elsewhere is tried again every RETRY_S. A failed run goes to on_failed (with its
+    log's last line) and the others go on; a worker that dies is replaced. The first Ctrl-C asks every running run to
+    save and stop, a second one to stop at once; then KeyboardInterrupt is raised, naming the runs stopped. gpus: the
+    k-th worker's GPU (CUDA_VISIBLE_DEVICES), or None. Returns the pids of the workers."""
     pool = WorkerPool(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus)
     # Only the main thread may set a handler; where SIGINT is ignored (a background job), it stays so.
     in_main = (threading.current_thread() is threading.main_thread()

@@ -115,14 +115,12 @@ def grad_spike(value, window):
 def loss_spike(value, window):
     # A decreasing loss sits below the window's median, so the trend of training never counts.
     median = statistics.median(window)
-    mad = statistics.median(abs(v - median) for v in window)
-    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * mad
+    return value > median + LOSS_SPIKE_SIGMAS * 1.4826 * statistics.median(abs(v - median) for v in window)  # the MAD
 
 
 def count_spikes(values, is_spike):
-    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged
-    with that column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives
-    None, not 0."""
+    """The number of spikes (see SPIKE_WINDOW) in values, in iteration order; None entries (steps not logged with that
+    column) are skipped, and a run with no values at all (a metrics.csv from before the column) gives None, not 0."""
     history, count, inside = [], 0, False
     for value in values:
         if value is None:
@@ -138,14 +136,9 @@ def count_spikes(values, is_spike):
 def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     """The numbers of one run for the table."""
     max_iters = cfg['max_iters']
-    first = rows[0]
-    numbers = dict(
-        params=result['summary']['params'],
-        init_step_loss=first['step_loss'],
-        init_val_loss=first['val_loss'],
-        predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)),
-        log_n=math.log(vocab_size),
-    )
+    numbers = dict(params=result['summary']['params'], init_step_loss=rows[0]['step_loss'],
+                   init_val_loss=rows[0]['val_loss'], log_n=math.log(vocab_size),
+                   predicted_init_loss=predicted_initial_loss(model_config(dict(cfg, tie_mode=tie_mode), vocab_size)))
     for f in FRACTIONS:
         numbers[f'train_loss_{f:g}'] = loss_near(rows, max(1, round(f * max_iters)), max_iters - 1)
     numbers['final_val_loss'] = result['summary'].get('val_loss')  # none where the run diverged
@@ -175,13 +168,11 @@ def run_numbers(rows, result, tie_mode, cfg, vocab_size):
     return numbers
 
 
-# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the
-# shared row gets gradient from both ends?). (key, header, least count, count below which): a token seen
-# 10 times falls in '10-99'.
+# Validation loss by how often the target token occurs in train.bin (do tied rows help rare tokens, as the shared row
+# gets gradient from both ends?). (key, header, least count, count below which): a token seen 10 times falls in '10-99'.
 BUCKETS = (('lt10', 'seen < 10', 0, 10), ('10_99', 'seen 10-99', 10, 100), ('100_999', 'seen 100-999', 100, 1000),
            ('ge1000', 'seen ≥ 1000', 1000, None))
 BUCKET_EDGES = [least for _, _, least, _ in BUCKETS[1:]]
-
 
 # The second table: validation loss over the whole split and per bucket (key, header, format), and the tokens in each.
 BUCKET_COLUMNS = [('val_loss_all', 'whole split', '{:.3f}')] + \
@@ -214,8 +205,7 @@ def loss_by_frequency(model, val, bucket, block_size, device):
     """(summed cross-entropy, token count) per bucket over the first min(len(val) - 1, MAX_BUCKET_TARGETS)
     targets of val, each predicted once, from non-overlapping windows of block_size (the last one shorter)."""
     import torch.nn.functional as F
-    sums = torch.zeros(len(BUCKETS), dtype=torch.float64)
-    counts = torch.zeros(len(BUCKETS), dtype=torch.int64)
+    sums, counts = torch.zeros(len(BUCKETS), dtype=torch.float64), torch.zeros(len(BUCKETS), dtype=torch.int64)
     model.eval()
     with torch.no_grad():
         for x, y in whole_split_batches(val, block_size, MAX_BUCKET_TARGETS):
@@ -287,8 +277,7 @@ def bucket_numbers(run_dir, data, cfg, best=False):
         if cached is None:
             val, bucket, _ = data.get()
             device = pick_device(cfg['device'])
-            model = model.to(device)
-            cached = loss_by_frequency(model, val, bucket, model.config.block_size, device)
+            cached = loss_by_frequency(model.to(device), val, bucket, model.config.block_size, device)
         write_cache(path, made_from, loss_sums=cached[0], tokens=cached[1])
     sums, counts = cached
     # The buckets pooled: the loss over the whole split, far less noisy than eval_iters batches.
@@ -375,8 +364,5 @@ def lens_numbers(run_dir, cfg):
         splits, _ = load_splits(dict(cfg, block_size=model.config.block_size))
         lens = tuned_lens.tuned_lens(model, splits, pick_device(cfg['device']))
         write_cache(path, made_from, lens=lens)
-    numbers = {}
-    for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit'])):
-        numbers.update({f'lens_tuned_{layer}': tuned, f'lens_logit_{layer}': logit,
-                        f'lens_gap_{layer}': tuned - lens['tuned'][-1]})
-    return numbers
+    return {f'lens_{kind}_{layer}': value for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit']))
+            for kind, value in (('tuned', tuned), ('logit', logit), ('gap', tuned - lens['tuned'][-1]))}

@@ -64,19 +64,14 @@ def residual_states(model, idx):
     return states, logits
 
 
-def identity_translators(n_layer, width):
-    """One affine map per layer below the last, each starting as the identity (the logit lens)."""
-    translators = nn.ModuleList(nn.Linear(width, width) for _ in range(n_layer))
-    for layer in translators:
-        nn.init.eye_(layer.weight)
-        nn.init.zeros_(layer.bias)
-    return translators
-
-
 def train_translators(model, tokens, device, steps):
     """Translators fitted to the frozen model on windows of tokens (its training split)."""
     cfg = model.config
-    translators = identity_translators(cfg.n_layer, cfg.n_embd).to(device)
+    translators = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.n_embd) for _ in range(cfg.n_layer))
+    for layer in translators:  # one affine map per layer below the last, each starting as the identity (the logit lens)
+        nn.init.eye_(layer.weight)
+        nn.init.zeros_(layer.bias)
+    translators = translators.to(device)
     # Adam: the embedding's translator (a linear map from token vectors to the final distribution) is far from
     # the identity, and SGD crawls there (docs/optimizers.md: layer 0 of a tied BPE run at 6.31 after 300 SGD
     # steps, 5.01 after 300 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
@@ -123,8 +118,7 @@ def lens_losses(model, translators, tokens, device):
     translator (tuned) and through none (logit); the last entry of both is the model's own loss."""
     model.eval()
     layers = model.config.n_layer + 1
-    sums = dict(tuned=[0.0] * layers, logit=[0.0] * layers)
-    count = 0
+    sums, count = dict(tuned=[0.0] * layers, logit=[0.0] * layers), 0
     for x, y in whole_split_batches(tokens, model.config.block_size, LENS_MAX_TARGETS):
         y = y.to(device).flatten()
         states, logits = residual_states(model, x.to(device))
@@ -143,11 +137,9 @@ def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
     'log_n' (a uniform guess), 'layers' (their names) and 'fit_kl' (each translator's KL at the end of training)."""
     model = model.to(device)
     translators = train_translators(model, splits['train'], device, steps)
-    result = lens_losses(model, translators, splits['val'], device)
-    result['fit_kl'] = translators.fit  # how closely each translator matches the final distribution, in training
-    result['layers'] = ['embedding'] + [f'block {l + 1}' for l in range(model.config.n_layer)]
-    result['log_n'] = math.log(model.config.vocab_size)
-    return result
+    return dict(lens_losses(model, translators, splits['val'], device), fit_kl=translators.fit,
+                layers=['embedding'] + [f'block {l + 1}' for l in range(model.config.n_layer)],
+                log_n=math.log(model.config.vocab_size))
 
 
 def tuned_lens_of_run(run_dir, data_dir=None, device='cpu'):

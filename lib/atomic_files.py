@@ -122,6 +122,9 @@ def new_folder(folder, label, holds=()):
         yield tmp
         for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
             _fsync(os.path.join(tmp, entry), os.O_RDONLY)
+        if replacing and not os.listdir(real):  # empty (export's --to): rmdir refuses a folder filled since
+            os.rmdir(real)
+            replacing = False
         if replacing:
             os.rename(real, aside)
         try:
@@ -157,20 +160,18 @@ def output_file(path, label):
 
 
 def atomic_write_bytes(path, data):
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_torch_save(obj, path):
     import torch
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            try:
-                torch.save(obj, f)
-            except RuntimeError as e:
-                # torch's zip writer turns whatever stopped a write into a bare RuntimeError: an OSError
-                # (disk full, file too large) names the cause, and a Ctrl-C must stay a Ctrl-C.
-                if isinstance(e.__context__, (OSError, KeyboardInterrupt)):
-                    raise e.__context__ from None
-                raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        try:
+            torch.save(obj, f)
+        except RuntimeError as e:
+            # torch's zip writer turns whatever stopped a write into a bare RuntimeError: an OSError
+            # (disk full, file too large) names the cause, and a Ctrl-C must stay a Ctrl-C.
+            if isinstance(e.__context__, (OSError, KeyboardInterrupt)):
+                raise e.__context__ from None
+            raise

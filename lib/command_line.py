@@ -89,8 +89,7 @@ def _unknown_key(key, defaults, spelling, where=""):
 
 def _set(config, key, value, defaults, choices, label):
     config[key] = _coerce(value, defaults[key], label)
-    allowed = choices.get(key)
-    if allowed is not None and config[key] not in allowed:
+    if (allowed := choices.get(key)) is not None and config[key] not in allowed:
         raise UserError(f"{label}={config[key]!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
 
 
@@ -236,8 +235,7 @@ def parse_config(defaults, argv, choices=None):
     if "--help" in argv or "-h" in argv:
         _print_help(defaults, choices)
         sys.exit(0)
-    config, given = dict(defaults), set()
-    seen_override = False
+    config, given, seen_override = dict(defaults), set(), False
     for arg in argv:
         if not arg.startswith("-"):
             if seen_override:

@@ -78,8 +78,7 @@ def unchanged(f, path, before):
 
 def check_text(data, where):
     """NULs and other control characters are valid UTF-8, so a binary file or UTF-16 decodes: refused here instead."""
-    share = 1 - len(data.translate(None, CONTROL)) / max(len(data), 1)
-    if share > 0.1:
+    if (share := 1 - len(data.translate(None, CONTROL)) / max(len(data), 1)) > 0.1:
         raise UserError(f"{where} is not text: {share:.0%} of its bytes are NUL or other control characters (a binary "
                         f"file? UTF-16?); give UTF-8 text")
 
@@ -92,8 +91,7 @@ def is_corpus(input_path):
 def corpus_files(input_path):
     """The corpus's .txt and .jsonl files, sorted: the order that numbers its documents. What else the pattern met
     is not read, and a note says so: folders, and names that are no regular file (a device, a dangling link)."""
-    pattern = os.path.join(glob.escape(input_path), '*') if os.path.isdir(input_path) else input_path
-    found = sorted(glob.glob(pattern))
+    found = sorted(glob.glob(os.path.join(glob.escape(input_path), '*') if os.path.isdir(input_path) else input_path))
     folders = [p for p in found if os.path.isdir(p)]
     odd = {p: why for p in found if p.endswith(SUFFIXES) and p not in folders and (why := not_a_source(p))}
     files = [p for p in found if p.endswith(SUFFIXES) and p not in folders and p not in odd]
@@ -172,8 +170,7 @@ def document_end(buffer, start, final):
     if blank := BLANK_LINE.search(buffer, start + DOCUMENT_BYTES, limit):
         return blank.end()
     if len(buffer) > limit:  # no blank line within reach: the last line end, else the last whole character
-        line = buffer.rfind(b'\n', start, limit)
-        if line >= 0:
+        if (line := buffer.rfind(b'\n', start, limit)) >= 0:
             return line + 1
         while limit > start + 1 and buffer[limit] & 0xC0 == 0x80:  # a UTF-8 continuation byte: inside a character
             limit -= 1

@@ -17,19 +17,16 @@ def pick_device(device):
     mps_available = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "mps" if mps_available else "cpu"
-    try:
+    kind = None
+    with contextlib.suppress(RuntimeError):  # not a device at all
         kind = torch.device(device).type
-    except RuntimeError:
-        kind = None
     if kind not in ("cpu", "cuda", "mps"):  # torch parses xpu, meta, lazy, ...: no model here runs on them
-        raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N "
-                        f"or mps")
+        raise UserError(f"--device={device!r} is not a device this project runs on; use auto, cpu, cuda, cuda:N or mps")
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"--device={device} but CUDA is not available here "
                             f"(torch {torch.__version__}); use --device=cpu or --device=auto")
-        index = torch.device(device).index
-        if index is not None and index >= torch.cuda.device_count():
+        if (index := torch.device(device).index) is not None and index >= torch.cuda.device_count():
             raise UserError(f"--device={device} but only {torch.cuda.device_count()} CUDA device(s) are visible")
     if kind == "mps" and not mps_available:
         raise UserError("--device=mps but MPS is not available here; use --device=cpu or --device=auto")
@@ -38,7 +35,6 @@ def pick_device(device):
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
-
 # oneDNN's instruction-set levels in rising order, as ONEDNN_MAX_CPU_ISA names them; bf16
 # dot products are native from AVX512_CORE_BF16 on (AMX above it).
 _ONEDNN_ISAS = ('SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2', 'AVX512_CORE', 'AVX512_CORE_VNNI',
@@ -46,12 +42,11 @@ _ONEDNN_ISAS = ('SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2', 'AVX512_CORE
 
 
 def cpu_has_native_bf16():
-    """True where torch's CPU matmuls (oneDNN) multiply bf16 in hardware: x86 avx512_bf16 or AMX.
-    There a bf16 matmul runs 2-3x as fast as fp32 (bench.py measures both peaks); elsewhere
-    oneDNN emulates bf16 about 15x slower than native, slower than fp32, so --dtype=auto keeps
-    float32. The answer follows what torch reports, not /proc/cpuinfo: oneDNN may be capped below
-    the CPU's own level (ONEDNN_MAX_CPU_ISA=AVX2, as `ATEN_CPU_CAPABILITY=avx2` tests do), and
-    then the cpuinfo flags are still there but the matmuls no longer use them."""
+    """True where torch's CPU matmuls (oneDNN) multiply bf16 in hardware: x86 avx512_bf16 or AMX. There a bf16 matmul
+    runs 2-3x as fast as fp32 (bench.py measures both peaks); elsewhere oneDNN emulates bf16 about 15x slower than
+    native, slower than fp32, so --dtype=auto keeps float32. The answer follows what torch reports, not /proc/cpuinfo:
+    oneDNN may be capped below the CPU's own level (ONEDNN_MAX_CPU_ISA=AVX2, as `ATEN_CPU_CAPABILITY=avx2` tests do),
+    and then the cpuinfo flags are still there but the matmuls no longer use them."""
     try:
         onednn_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()    # False under an AVX2 cap
         hardware_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
@@ -91,9 +86,8 @@ def pick_dtype(dtype, device, warn=True):
 
 def autocast_context(device, dtype):
     """Mixed precision for a dtype from pick_dtype: autocast for 16-bit types, nothing for float32."""
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype))
+    return (contextlib.nullcontext() if dtype == "float32" else
+            torch.autocast(device.split(":")[0], dtype=getattr(torch, dtype)))
 
 
 def pick_compile(compile, device):
@@ -106,8 +100,7 @@ def pick_pad_vocab(pad_vocab, device):
     """--pad_vocab as model.GPTConfig's pad_vocab_to: 64 (NanoGPT's multiple) or 1. 'auto' pads on CUDA only: an
     H100 ran GPT-2 small 8 % faster with 50,304 rows than with 50,257; on a CPU bench.py measured it 2-11 %
     slower (the copy of W is not repaid), so it stays off there (docs/performance.md, "A padded vocabulary")."""
-    on = pad_vocab == "true" or (pad_vocab == "auto" and device.split(":")[0] == "cuda")
-    return 64 if on else 1
+    return 64 if pad_vocab == "true" or (pad_vocab == "auto" and device.split(":")[0] == "cuda") else 1
 
 
 class Process:
@@ -129,7 +122,7 @@ def process_group(cfg):
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
     with contextlib.ExitStack() as stack:
         if proc.ddp:
-            from torch.distributed import destroy_process_group, init_process_group
+            from torch.distributed import destroy_process_group, init_process_group, new_group
             proc.rank, proc.local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])
             proc.world_size = int(os.environ['WORLD_SIZE'])
             proc.device = f'cuda:{proc.local_rank}' if torch.cuda.is_available() else 'cpu'
@@ -137,7 +130,6 @@ def process_group(cfg):
                 torch.cuda.set_device(proc.device)
             init_process_group(backend='nccl' if proc.device.startswith('cuda') else 'gloo')
             stack.callback(destroy_process_group)
-            from torch.distributed import new_group
             proc.cpu_group = new_group(backend='gloo')
         else:
             proc.device = pick_device(cfg['device'])

@@ -143,13 +143,12 @@ def load_hf_model(name_or_path):
 
 
 def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
-    """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name
-    (gpt2, gpt2-medium, gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder
-    written by GPT2LMHeadModel.save_pretrained (works offline). forward(idx)[0] then equals
-    transformers' logits: biases, the tanh GELU, no emb_scale, and the head the weights were
-    trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE
-    tensor, read at the input and scored at the output); 'untied' gives the head its own copy.
-    A block_size below the pretrained context keeps the first block_size position rows."""
+    """GPT-2's weights, through Hugging Face transformers (an optional dependency): a hub name (gpt2, gpt2-medium,
+    gpt2-large, gpt2-xl: from the local cache, else downloaded) or a folder written by GPT2LMHeadModel.save_pretrained
+    (works offline). forward(idx)[0] then equals transformers' logits: biases, the tanh GELU, no emb_scale, and the head
+    the weights were trained with. tie_mode None follows the weights (tied for every OpenAI GPT-2: wte is ONE tensor,
+    read at the input and scored at the output); 'untied' gives the head its own copy. A block_size below the pretrained
+    context keeps the first block_size position rows."""
     hf = load_hf_model(name_or_path)          # UserError for no transformers, no weights, a bad folder
     args = model_args(hf.config.to_dict(), name_or_path)
     tie_mode = tie_mode or args['tie_mode']
@@ -186,10 +185,10 @@ INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init')  #
 def start_from_pretrained(cfg, defaults, meta):
     """train.py --init_from=gpt2|...|PATH: the pretrained GPT, with cfg's model keys set to its shape.
 
-    A key the user gave counts, even at its default (as for --init_from=resume). The user may choose tie_mode (tied, or untied: the head starts as a copy of the embedding; left at
-    its default it follows the weights, tied for every OpenAI GPT-2), dropout, and block_size up to
-    the pretrained context: a shorter one keeps the first block_size rows of the position table
-    (NanoGPT's habit), so the model costs less and attends over what the training windows hold.
+    A key the user gave counts, even at its default (as for --init_from=resume). The user may choose tie_mode (tied,
+    or untied: the head starts as a copy of the embedding; left at its default it follows the weights, tied for every
+    OpenAI GPT-2), dropout, and block_size up to the pretrained context: a shorter one keeps the first block_size rows
+    of the position table (NanoGPT's habit), so the model costs less and attends over what the training windows hold.
     Everything is checked before any weights are read."""
     name, given = cfg['init_from'], given_keys(cfg, defaults)
     pretrained = pretrained_args(name)

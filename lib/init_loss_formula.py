@@ -9,10 +9,9 @@ import torch
 def predicted_initial_loss(cfg, token_std=None, position_std=None):
     """Equation (*) of docs/initial-loss.md, generalised to what this model has at its input and head.
 
-    Let t be the token embedding's std (token_std if given, else init_std, or log(n)/d under
-    small_init), s the input scale (sqrt(d) with emb_scale, else 1) and p the position
-    embedding's std (position_std if given, else sigma = init_std). The final norm sees
-    x = s*w_i + p_pos and returns h with |h| = sqrt(d) along x. Then
+    Let t be the token embedding's std (token_std if given, else init_std, or log(n)/d under small_init), s the input
+    scale (sqrt(d) with emb_scale, else 1) and p the position embedding's std (position_std if given, else
+    sigma = init_std). The final norm sees x = s*w_i + p_pos and returns h with |h| = sqrt(d) along x. Then
         self term   a = w_i . h  = d*t * s / sqrt(s^2 + (p/t)^2)
         other terms z_k = w_k . h ~ N(0, v),  v = d * (std of the head's rows)^2
     and, the target being almost never the input token,
@@ -32,15 +31,13 @@ def predicted_initial_loss(cfg, token_std=None, position_std=None):
     This assumes identity blocks (zero_init_residual); with GPT-2's init the branches add to x
     and the table shows how far the model departs from it.
 
-    token_std and position_std are for the rows with PyTorch's default init (default_init_stds):
-    there t is no longer the sigma of the rest of the model, and p/t decides how much the
-    position embedding dilutes the self term. Two things (*) leaves out. The mean over uniform
-    targets includes the 1/n of positions whose target IS the input token, where the loss is ~0
-    instead of ~a, so a measurement sits about a/n below (*): 1.5 % at n = 65, nothing at
-    n = 50257. And (n - 1) e^(v/2) is the mean of the other tokens' sum, which overstates its
-    log once v is large (t = 1 makes v = d); at this table's shapes the rows with a large v are
-    rows where the self term dominates, so it does not move them.
-    """
+    token_std and position_std are for the rows with PyTorch's default init (default_init_stds): there t is no longer
+    the sigma of the rest of the model, and p/t decides how much the position embedding dilutes the self term. Two
+    things (*) leaves out. The mean over uniform targets includes the 1/n of positions whose target IS the input token,
+    where the loss is ~0 instead of ~a, so a measurement sits about a/n below (*): 1.5 % at n = 65, nothing at
+    n = 50257. And (n - 1) e^(v/2) is the mean of the other tokens' sum, which overstates its log once v is large
+    (t = 1 makes v = d); at this table's shapes the rows with a large v are rows where the self term dominates, so it
+    does not move them."""
     n, d, sigma = cfg.vocab_size, cfg.n_embd, cfg.init_std
     t = {'small_init': math.log(n) / d, 'pit': 1 / math.sqrt(max(n, d))}.get(cfg.tie_mode, sigma)
     t = t if token_std is None else token_std

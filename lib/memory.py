@@ -30,8 +30,7 @@ def out_of_memory_reason(e):
     if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
             or (isinstance(e, RuntimeError) and _OUT_OF_MEMORY.search(text))):
         return None
-    asked = _ASKED.search(text)
-    if not asked:
+    if not (asked := _ASKED.search(text)):
         return "an allocation failed"
     amount, unit = asked.groups()
     return f"could not allocate {format_bytes(float(amount)) if unit.lower() == 'bytes' else amount + ' ' + unit}"
@@ -82,8 +81,7 @@ ADDRESS_SPACE = 2 ** 47
 
 def memory_limit(device):
     """(bytes, words): what a size on this device is checked against, and how a message names it."""
-    total = device_memory(device)
-    if total is None or total > ADDRESS_SPACE:
+    if (total := device_memory(device)) is None or total > ADDRESS_SPACE:
         return ADDRESS_SPACE, f"the {format_bytes(ADDRESS_SPACE)} one process can address"
     kind = 'memory' if device.startswith('cuda') else 'RAM and swap'
     return total, f"the {format_bytes(total)} of {kind} on {device}"
@@ -117,10 +115,9 @@ def matrix_params(config):
 
 
 def memory_floor(config, batch_size, dtype, training=True):
-    """A lower bound, in bytes, on the memory one step of this model needs on batch_size sequences of
-    block_size tokens; dtype is the compute dtype ('float32', or 'bfloat16'/'float16' under autocast).
-    Only what must exist at once is counted, at its smallest size, so a device with less memory in
-    all cannot run the step, whatever the kernels:
+    """A lower bound, in bytes, on the memory one step of this model needs on batch_size sequences of block_size tokens;
+    dtype is the compute dtype ('float32', or 'bfloat16'/'float16' under autocast). Only what must exist at once is
+    counted, at its smallest size, so a device with less memory in all cannot run the step, whatever the kernels:
       training: weights, gradients and AdamW's two moments (16 bytes a parameter, all fp32), plus per
         token each layer's MLP hidden layer (4d values, kept for the backward pass) and the logits;
       inference: the weights, and per token the larger of what one block holds (sampling_floor) and the
@@ -159,9 +156,8 @@ def batch_memory_advice(cfg):
 
 
 def allowed_sizes(need, device, config, sizes):
-    """'at most --n_layer=3 or --n_embd=500 fits here, the other sizes as they are': for each key of sizes
-    (key -> the value given), the largest positive value whose need(config) is within memory_limit; '' if no
-    key has one."""
+    """'at most --n_layer=3 or --n_embd=500 fits here, the other sizes as they are': for each key of sizes (key -> the
+    value given), the largest positive value whose need(config) is within memory_limit; '' if no key has one."""
     allowed = []
     for key, given in sizes.items():  # need() of a copy of config with one size changed, unchecked: an estimate only
         most = largest_that_fits(lambda v: need(types.SimpleNamespace(**dict(vars(config), **{key: v}))), device, given)
@@ -173,11 +169,10 @@ def allowed_sizes(need, device, config, sizes):
 
 
 def check_memory(model_config, cfg, device, dtype):
-    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all
-    (memory_floor, a lower bound on one step's memory, against memory_limit). Absurd sizes would
-    otherwise fail at some allocation, or on Linux fill the machine until the kernel's OOM killer ends
-    the process without a word. A run let through here may still run out of memory; the training loop
-    then says so in one line too."""
+    """Refuse, before anything is allocated or written, a run that cannot fit in the device at all (memory_floor, a
+    lower bound on one step's memory, against memory_limit). Absurd sizes would otherwise fail at some allocation, or on
+    Linux fill the machine until the kernel's OOM killer ends the process without a word. A run let through here may
+    still run out of memory; the training loop then says so in one line too."""
     if short := memory_shortfall(memory_floor(model_config, 0, dtype), device):
         allowed = allowed_sizes(lambda c: memory_floor(c, 0, dtype), device, model_config,
                                 dict(n_layer=cfg['n_layer'], n_embd=cfg['n_embd']))

@@ -17,12 +17,10 @@ and Muon orthogonalises each map it is given as a whole; with --muon_qkv=split (
 is orthogonalised on its own, with its own rate adjustment, as nanochat (separate matrices) and modded-nanogpt
 (a slice at a time) do. --muon_qkv=fused treats the stack as one 3d x d matrix, as experiment 6 did.
 
-A rate is also a decay: both optimizers decay a weight by lr * weight_decay a step, so an end's rate at x10 also
-decays it ten times harder. --ends_decay says what a sweep of the ends' rates holds fixed
-(docs/experiment6.md, "The controls"): 'coupled' (torch's, the default) the coefficient weight_decay; 'per_step' the
-decay per step, weight_decay divided by the end's multiple of learning_rate; 'none' no decay on the token table and
-an untied head.
-"""
+A rate is also a decay: both optimizers decay a weight by lr * weight_decay a step, so an end's rate at x10 also decays
+it ten times harder. --ends_decay says what a sweep of the ends' rates holds fixed (docs/experiment6.md,
+"The controls"): 'coupled' (torch's, the default) the coefficient weight_decay; 'per_step' the decay per step,
+weight_decay divided by the end's multiple of learning_rate; 'none' no decay on the token table and an untied head."""
 
 import math
 

@@ -14,7 +14,6 @@ from lib.memory import memory_shortfall, out_of_memory_reason
 
 DATASET_FILES = ('train.bin', 'val.bin', 'meta.json')  # a prepared dataset's folder holds these and nothing else
 
-
 REPLACEMENT = "\ufffd"  # what decode shows for an id that names no token
 FIELDS = dict(dataset=str, source=str, source_location=str, source_sha256=str, source_bytes=int, val_documents=str)
 GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary's bpe_ids
@@ -22,14 +21,10 @@ GPT2_VOCAB = 50257  # tiktoken's gpt2 n_vocab: the bound of a compact vocabulary
 
 def _prepare_command(data_dir):
     parent, name = os.path.split(os.path.normpath(data_dir))
-    parts = ["python prepare.py"]
-    if name == "shakespeare":
-        parts.append("--dataset=shakespeare")
-    elif name != "shakespeare_char":
-        parts.append(f"--input=FILE --dataset={name}")
-    if os.path.normpath(parent or ".") != "data":
-        parts.append(f"--out_dir={parent or '.'}")
-    return " ".join(parts)
+    dataset = ("" if name == "shakespeare_char" else " --dataset=shakespeare" if name == "shakespeare"
+               else f" --input=FILE --dataset={name}")
+    out_dir = "" if os.path.normpath(parent or ".") == "data" else f" --out_dir={parent or '.'}"
+    return f"python prepare.py{dataset}{out_dir}"
 
 
 def load_meta(data_dir):
@@ -74,8 +69,7 @@ def _meta_problem(meta):
     if not isinstance(meta, dict):
         return f"holds a JSON {type(meta).__name__}, not an object"
     required = ["vocab_size", "tokenizer", "dtype", "train_tokens", "val_tokens"]
-    missing = [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]
-    if missing:
+    if missing := [key for key in required + (["chars"] if meta.get("tokenizer") == "char" else []) if key not in meta]:
         return f"lacks {', '.join(missing)}"
     for key, least in (("vocab_size", 1), ("train_tokens", 0), ("val_tokens", 0)):
         value = meta[key]
@@ -103,8 +97,7 @@ def _meta_problem(meta):
             shown = f"has {len(bpe_ids)} entries" if isinstance(bpe_ids, list) else f"is a {type(bpe_ids).__name__}"
             return (f"gives vocab_size={meta['vocab_size']} but bpe_ids {shown}; it must list that many increasing "
                     f"GPT-2 token ids (0 to {GPT2_VOCAB - 1})")
-    wrong = [key for key, kind in FIELDS.items() if key in meta and not isinstance(meta[key], kind)]
-    if wrong:
+    if wrong := [key for key, kind in FIELDS.items() if key in meta and not isinstance(meta[key], kind)]:
         return f"gives {wrong[0]}={meta[wrong[0]]!r}; it must be {'text' if FIELDS[wrong[0]] is str else 'an integer'}"
     largest = meta.get("largest_id")
     if "largest_id" in meta and not (isinstance(largest, dict) and all(
@@ -208,9 +201,7 @@ def check_data_fits(data_dir, meta, limit):
     """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
     a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
     overcommits would let numpy read until the kernel killed it."""
-    itemsize = np.dtype(meta['dtype']).itemsize  # load_meta has found both bins
-    sizes = [os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // itemsize for split in ('train', 'val')]
-    tokens = sum(n for n in sizes if 8 * n <= limit)
+    tokens = sum(n for n in (meta['train_tokens'], meta['val_tokens']) if 8 * n <= limit)  # load_meta matched the bins
     if short := memory_shortfall(8 * tokens, 'cpu'):
         raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds a split "
                         f"of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
@@ -255,7 +246,6 @@ def load_splits(cfg, in_memory_max_bytes=None):
     """The prepared token splits and the dataset's metadata: each split an int64 tensor read once into memory, or,
     where that copy would pass in_memory_max_bytes (IN_MEMORY_MAX_BYTES), a MappedTokens over its file; get_batch
     draws the same windows from either."""
-    import torch  # here, not at the top: prepare.py reads this module and never needs torch
     limit = IN_MEMORY_MAX_BYTES if in_memory_max_bytes is None else in_memory_max_bytes
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing

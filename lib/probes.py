@@ -41,15 +41,14 @@ class GradSources:
             ... forward, backward, clip, step ...
         probe.norms()                    # from what the hooks kept: any time before the next step
 
-    The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input part is
-    exactly that scatter, summed over the step's micro-batches, and the output part is the whole gradient minus
-    it. The whole gradient is kept as the backward pass hands it to W (a hook on the weight, before clipping and
-    the optimizer touch .grad), so the loop's step needs no hook of its own. For `untied` the two are two
-    matrices, and their own gradients' norms are reported, so the columns compare across modes. With
-    --input_grad_scale k both modes report the input part as the matrix receives it, k times what the loss sends
-    (the scale acts between the lookup and the blocks), so grad_out / grad_in is the balance the optimizer sees.
-    A float16 GradScaler's factor (scaler) is divided out. Costs two n x d buffers and a scatter per micro-batch,
-    and only on the steps it is used for."""
+    The lookup W[idx] sends its output's gradient G (B, T, C) into W's rows by index_add: the input part is exactly that
+    scatter, summed over the step's micro-batches, and the output part is the whole gradient minus it. The whole
+    gradient is kept as the backward pass hands it to W (a hook on the weight, before clipping and the optimizer touch
+    .grad), so the loop's step needs no hook of its own. For `untied` the two are two matrices, and their own gradients'
+    norms are reported, so the columns compare across modes. With --input_grad_scale k both modes report the input part
+    as the matrix receives it, k times what the loss sends (the scale acts between the lookup and the blocks), so
+    grad_out / grad_in is the balance the optimizer sees. A float16 GradScaler's factor (scaler) is divided out. Costs
+    two n x d buffers and a scatter per micro-batch, and only on the steps it is used for."""
 
     def __init__(self, model, scaler=None):
         self.model, self.scaler = model, scaler

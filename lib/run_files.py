@@ -20,8 +20,7 @@ CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'be
 
 def load_checkpoint(path, device):
     if not os.path.exists(path):
-        raise UserError(f"--init_from=resume but there is no checkpoint at {path}; train from scratch first "
-                        f"or point --out_dir at the run to resume")
+        raise UserError(f"no checkpoint at {path}; train first, or point --out_dir at a run")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True, mmap=True)  # file-backed, not copied
         missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
@@ -69,8 +68,7 @@ def model_from_checkpoint(ckpt, path):
         # could name the misfit: one the machine cannot hold is refused here, before anything is allocated.
         held = sum(t.numel() for t in ckpt['model'].values() if isinstance(t, torch.Tensor))
         asked = matrix_params(config)
-        short = memory_shortfall(4 * asked, 'cpu') if asked > held else None
-        if short:
+        if short := memory_shortfall(4 * asked, 'cpu') if asked > held else None:
             raise ValueError(f"its model_args ask for at least {asked:,} parameters, whose weights need {short}, "
                              f"but the file holds {held:,}")
         model = GPT(config)

@@ -10,10 +10,9 @@ import torch
 from model import TIE_MODES
 
 def flops_per_token(model, seq_len=None):
-    """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix B style: 6 per
-    weight that takes part in a matmul plus the attention scores and mixing, 12*L*C*T.
-    The head matmul counts once: the embedding lookup on the input side is free, so a tied
-    matrix costs the same compute as an untied head."""
+    """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix B style: 6 per weight that takes part
+    in a matmul plus the attention scores and mixing, 12*L*C*T. The head matmul counts once: the embedding lookup on the
+    input side is free, so a tied matrix costs the same compute as an untied head."""
     cfg = model.config
     T = seq_len or cfg.block_size
     matmul_weights = sum(p.numel() for name, p in model.blocks.named_parameters()

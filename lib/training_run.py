@@ -4,15 +4,11 @@ parse_settings   the training settings of a command line (defaults, config files
                  checked, so that a mistake is one line naming the key and what it allows.
 Run              one run's files and every check that reads before the first write: the resume checkpoint and
                  whether it fits these settings and this data, the sizes against the machine's memory, out_dir.
-                 Then its checkpoints (train.py's checkpoint(), written whole or not at all), best.pt, metrics.csv,
-                 the one line for a resume that does not fit, and the guards that turn Ctrl-C, running out of
-                 memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
-resume_settings  a resume's settings: the checkpoint's, bar those its command line gives.
-
-A checkpoint (or best.pt) is written to a temporary file beside it, then renamed, so a kill at any moment leaves
-the previous one intact; lib/run_files.py reads them back. A resume first drops the metrics rows logged after its
-checkpoint, since those iterations are trained again.
-"""
+                 Then its checkpoints (train.py's checkpoint(), written to a temporary file beside it and renamed,
+                 so a kill at any moment leaves the previous one whole; lib/run_files.py reads them back), best.pt,
+                 metrics.csv, the one line for a resume that does not fit, and the guards that turn Ctrl-C, running
+                 out of memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
+resume_settings  a resume's settings: the checkpoint's, bar those its command line gives."""
 
 import csv
 import io
@@ -45,26 +41,21 @@ def parse_settings(argv, defaults, extra_choices=None):
     cfg = parse_config(defaults, argv, choices)
     for key in switches:
         cfg[key] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg[key], cfg[key])
-    for key in ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
-                'log_interval'):
-        if cfg[key] < 1:
-            raise UserError(f"--{key} must be a positive integer, got {cfg[key]}")
-    for key in ('max_iters', 'warmup_iters'):
-        if cfg[key] < 0:
-            raise UserError(f"--{key} must be zero or more, got {cfg[key]}")
-    for key in ('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'):
-        if not 0 <= cfg[key] < math.inf:  # nan fails this too
-            raise UserError(f"--{key} must be a finite number, zero or more, got {cfg[key]}")
-    for key in ('beta1', 'beta2'):  # AdamW's moment decays
-        if not 0 <= cfg[key] < 1:
-            raise UserError(f"--{key} must be at least 0 and below 1, got {cfg[key]}")
+    for keys, allows, must in (
+            (('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters', 'log_interval'),
+             lambda v: v >= 1, 'a positive integer'), (('max_iters', 'warmup_iters'), lambda v: v >= 0, 'zero or more'),
+            (('learning_rate', 'min_lr', 'weight_decay', 'grad_clip'), lambda v: 0 <= v < math.inf,  # nan fails it too
+             'a finite number, zero or more'),
+            (('beta1', 'beta2'), lambda v: 0 <= v < 1, 'at least 0 and below 1')):  # AdamW's moment decays
+        for key in keys:
+            if not allows(cfg[key]):
+                raise UserError(f"--{key} must be {must}, got {cfg[key]}")
     check_optimizer_args(cfg)
     check_seed(cfg['seed'])
     check_seed(cfg['eval_seed'], 'eval_seed')
-    if cfg['vocab_size'] is not None and (not isinstance(cfg['vocab_size'], int) or cfg['vocab_size'] < 1):
-        raise UserError(f"--vocab_size must be a positive integer or None, got {cfg['vocab_size']!r}")
-    if cfg['lr_decay_iters'] is not None and (not isinstance(cfg['lr_decay_iters'], int) or cfg['lr_decay_iters'] < 1):
-        raise UserError(f"--lr_decay_iters must be a positive integer or None, got {cfg['lr_decay_iters']!r}")
+    for key in ('vocab_size', 'lr_decay_iters'):  # None defaults: any literal gets this far
+        if cfg[key] is not None and (not isinstance(cfg[key], int) or cfg[key] < 1):
+            raise UserError(f"--{key} must be a positive integer or None, got {cfg[key]!r}")
     untie_at = cfg.get('untie_at')
     if untie_at is not None and (isinstance(untie_at, bool) or not isinstance(untie_at, (int, float))
                                  or not 0 < untie_at < 1):
@@ -84,9 +75,8 @@ def make_model_config(cfg):
 def compile_failure(e):
     """One line on e if torch.compile raised it while building its kernels (no C++ compiler on a CPU,
     no Triton on a GPU, ...), else None: any other error is not a compile problem."""
-    if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
-        return None
-    return f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
+    return (f"torch.compile failed here ({type(e).__name__}: {str(e).strip().splitlines()[0][:120]})"
+            if type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')) else None)
 
 
 # The two keys of the line that Ctrl-C prints to resume: every other one is the checkpoint's unless given.
@@ -170,13 +160,11 @@ def param_breakdown(model):
     """Where the parameters are, as {part: count}; the parts add up to num_params()."""
     head_extra = [p for name, p in model.named_parameters()
                   if name.startswith(('lm_head', 'tie_proj', 'bert_', 'output_bias', 'pit.'))]
-    return {
-        'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
-        'position_embedding': model.position_embedding_table.weight.numel(),
-        'blocks': sum(p.numel() for p in model.blocks.parameters()),
-        'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
-        'head_extra': sum(p.numel() for p in head_extra),
-    }
+    return {'token_embedding (= head when tied)': model.token_embedding_table.weight.numel(),
+            'position_embedding': model.position_embedding_table.weight.numel(),
+            'blocks': sum(p.numel() for p in model.blocks.parameters()),
+            'final_norm': sum(p.numel() for p in model.ln_f.parameters()),
+            'head_extra': sum(p.numel() for p in head_extra)}
 
 
 BEST_KEYS = ('model', 'model_args', 'meta', 'head_untied')  # what best.pt keeps of a checkpoint: a model to build
@@ -194,18 +182,16 @@ class Diverged(UserError):
 
 
 class Run:
-    """One training run's files and checks (see the module's docstring). Made before the model: every check that
-    reads comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume
-    takes the checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master
-    process writes."""
+    """One training run's files and checks (see the module's docstring). Made before the model: every check that reads
+    comes before the first write, so a mistake leaves out_dir as it was. cfg is completed in place: a resume takes the
+    checkpoint's model keys, a pretrained start GPT-2's shape, vocab_size the data's. Only the master process writes."""
 
     resume_settings = staticmethod(resume_settings)  # train() calls it first: the device and dtype come from it
 
     def __init__(self, cfg, defaults, meta, proc, ckpt=None):
         self.cfg, self.meta, self.proc, self.writes = cfg, meta, proc, proc.master
-        self.ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-        self.best_path = os.path.join(cfg['out_dir'], BEST_FILE)
-        self.metrics_path = os.path.join(cfg['out_dir'], 'metrics.csv')
+        self.ckpt_path, self.best_path, self.metrics_path = (os.path.join(cfg['out_dir'], name)
+                                                             for name in ('ckpt.pt', BEST_FILE, 'metrics.csv'))
         self.saved_iter = None   # the iteration of the checkpoint on disk that this run wrote or resumed from
         self._file = self._writer = None  # metrics.csv, opened at the first row logged
         self.ckpt, self.pretrained = ckpt, None  # the resume's checkpoint (resume_settings has read it)
@@ -247,9 +233,8 @@ class Run:
 
     def kept(self):
         """What is safe on disk, for the end of an error message."""
-        if self.saved_iter is None:
-            return "no checkpoint of this run was saved yet"
-        return f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept"
+        return ("no checkpoint of this run was saved yet" if self.saved_iter is None else
+                f"the checkpoint of iteration {self.saved_iter} in {self.ckpt_path} is kept")
 
     def building(self):
         """The model and its optimizer are made inside this: a device too small for them is one line."""
@@ -314,8 +299,7 @@ class Run:
     def evaluated(self, iter_num, losses, best_val_loss, fingerprint):
         """After an evaluation: refuse broken weights, keep the best ones in best.pt, save the checkpoint.
         Returns the best validation loss so far."""
-        bad = [v for v in losses.values() if not math.isfinite(v)]
-        if bad:  # the weights are already broken: never save them
+        if bad := [v for v in losses.values() if not math.isfinite(v)]:  # the weights are broken: never save them
             raise self.non_finite('evaluation loss', bad[0], iter_num)
         # The best point so far, kept beside the last (best.pt), so that "at the best point" can be scored later on
         # the whole validation split (lab/run_results.py); not the resumed iteration's, saved before.
@@ -393,13 +377,10 @@ class Run:
 
     def non_finite(self, what, value, iter_num):  # the Diverged error to raise
         cfg, dtype = self.cfg, self.proc.dtype
-        hints = [f"a lower --learning_rate (now {cfg['learning_rate']:g})"]
-        if cfg['tie_mode'] == 'tied':
-            hints.append("a --tie_mode other than 'tied' (see README)")
-        if dtype != 'float32':
-            hints.append(f"--dtype=float32 (now {dtype})")
-        if cfg['grad_clip'] == 0:
-            hints.append("--grad_clip=1.0")
+        hints = [hint for applies, hint in ((True, f"a lower --learning_rate (now {cfg['learning_rate']:g})"),
+                                            (cfg['tie_mode'] == 'tied', "a --tie_mode other than 'tied' (see README)"),
+                                            (dtype != 'float32', f"--dtype=float32 (now {dtype})"),
+                                            (cfg['grad_clip'] == 0, "--grad_clip=1.0")) if applies]
         return Diverged(f"{what} is {value} at iteration {iter_num}; training stopped and {self.kept()}. "
                         f"Try {' or '.join(hints)}", iter_num)
 
