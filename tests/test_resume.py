@@ -29,6 +29,14 @@ class Killed(BaseException):
     """Stands in for SIGKILL: nothing of train() catches it, so the run stops where it is, its files as they are."""
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_the_run():
+    """A shell's background job starts with SIGINT ignored, and then no Ctrl-C reaches a run: these tests send one."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def stop_at(monkeypatch, step, how):
     """Stop the run in its `step`-th optimizer step (0-based): a Ctrl-C there, or a kill there."""
     calls, draw = [0], train.next_batches
