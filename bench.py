@@ -62,14 +62,6 @@ def rss_now_and_peak():
         return 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def reset_peak_memory(device):
-    if device.startswith('cuda'):
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    with suppress(OSError), open('/proc/self/clear_refs', 'w') as f:  # Linux: writing 5 resets VmHWM, the peak RSS
-        f.write('5')
-
-
 def peak_flops(device, dtype):
     """(FLOP/s, where the figure comes from): a GPU's datasheet, or on a CPU its practical ceiling, the best
     FLOP/s of a large square matmul in dtype measured here."""
@@ -136,8 +128,11 @@ class Setting:
             self.times.append(time.perf_counter() - start)
 
     def warm_up(self, iters):
-        reset_peak_memory(self.device)
-        cuda = self.device.startswith('cuda')
+        if cuda := self.device.startswith('cuda'):
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:  # Linux: writing 5 to clear_refs resets VmHWM, the peak RSS
+            with suppress(OSError), open('/proc/self/clear_refs', 'w') as f:
+                f.write('5')
         before = 0 if cuda else rss_now_and_peak()[0]
         for _ in range(iters):
             self.step()
