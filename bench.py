@@ -141,15 +141,6 @@ class Setting:
         self.memory = (torch.cuda.max_memory_allocated(self.device) if cuda else rss_now_and_peak()[1]) - before
 
 
-def machine_description(device):
-    if device.startswith('cuda'):
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    with suppress(OSError, StopIteration), open('/proc/cpuinfo') as f:
-        cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-
-
 def main(argv):
     cfg = train.parse_train_args(argv, DEFAULTS, extra_choices=dict(compare_compile=('auto', 'true', 'false')))
     for key, least in (('bench_iters', 1), ('rounds', 1), ('bench_warmup', 0)):
@@ -259,7 +250,14 @@ def run_bench(cfg):
 
     tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
     peaks = {dtype: peak_flops(device, dtype) for dtype in dict.fromkeys(row.dtype for row in rows)}  # by first use
-    print(f"bench: {machine_description(device)}")
+    if device.startswith('cuda'):
+        machine = torch.cuda.get_device_name(device)
+    else:
+        machine = platform.processor() or platform.machine()
+        with suppress(OSError, StopIteration), open('/proc/cpuinfo') as f:
+            machine = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+        machine += f", {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    print(f"bench: {machine}, torch {torch.__version__}")
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
           f"{cfg['bench_iters']} timed iterations per row" + (f" in {rounds} interleaved rounds" if rounds > 1 else ""))
