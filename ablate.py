@@ -427,14 +427,11 @@ PLOT_KEYS = dict(plot_runs='', plot='runs.png')  # train.py out_dirs, comma sepa
 def run_curve(folder):
     """One train.py run's metrics.csv as the summary reads it (numbers, None where a cell is empty), its label (the tie
     mode its ckpt.pt was trained with) and its settings; a folder that is no finished run is one line naming it."""
-    metrics, ckpt = os.path.join(folder, 'metrics.csv'), os.path.join(folder, 'ckpt.pt')
-    allowed = "give the out_dirs of train.py runs, comma separated, e.g. --plot_runs=out-tied,out"
-    if not os.path.isdir(folder):
-        raise UserError(f"--plot_runs: {folder} is no folder; {allowed}")
-    for path in (metrics, ckpt):
-        if not os.path.isfile(path):
-            raise UserError(f"--plot_runs: {folder} has no {os.path.basename(path)}, so it is no train.py run; "
-                            f"{allowed}")
+    metrics = os.path.join(folder, 'metrics.csv')
+    if not os.path.isfile(metrics):  # a missing ckpt.pt is load_checkpoint's one line
+        raise UserError(f"--plot_runs: {folder} {'has no metrics.csv' if os.path.isdir(folder) else 'is no folder'}, "
+                        f"so it is no train.py run; give the out_dirs of train.py runs, comma separated, e.g. "
+                        f"--plot_runs=out-tied,out")
     try:
         raw = run_files.read_metrics(metrics)
         if not raw or not {'iter', 'step_loss', 'val_loss'} <= set(raw[0]):
@@ -443,7 +440,7 @@ def run_curve(folder):
     except (OSError, UnicodeDecodeError, csv.Error, ValueError, TypeError) as e:
         raise UserError(f"--plot_runs: {metrics} is not a metrics.csv as train.py writes it ({type(e).__name__}: {e}); "
                         f"it must hold a row per logged iteration, a number or nothing in each cell") from None
-    saved = run_files.load_checkpoint(ckpt, 'cpu')
+    saved = run_files.load_checkpoint(os.path.join(folder, 'ckpt.pt'), 'cpu')
     cfg = dict(saved['config'], vocab_size=saved['meta']['vocab_size'])  # the data's, not a padded head's
     return rows, row_label(UNTIE_ROW, cfg['untie_at']) if cfg.get('untie_at') else cfg['tie_mode'], cfg
 

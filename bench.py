@@ -62,14 +62,6 @@ def rss_now_and_peak():
         return 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def reset_peak_memory(device):
-    if device.startswith('cuda'):
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    with suppress(OSError), open('/proc/self/clear_refs', 'w') as f:  # Linux: writing 5 resets VmHWM, the peak RSS
-        f.write('5')
-
-
 def peak_flops(device, dtype):
     """(FLOP/s, where the figure comes from): a GPU's datasheet, or on a CPU its practical ceiling, the best
     FLOP/s of a large square matmul in dtype measured here."""
@@ -136,23 +128,17 @@ class Setting:
             self.times.append(time.perf_counter() - start)
 
     def warm_up(self, iters):
-        reset_peak_memory(self.device)
-        cuda = self.device.startswith('cuda')
+        if cuda := self.device.startswith('cuda'):
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:  # Linux: writing 5 to clear_refs resets VmHWM, the peak RSS
+            with suppress(OSError), open('/proc/self/clear_refs', 'w') as f:
+                f.write('5')
         before = 0 if cuda else rss_now_and_peak()[0]
         for _ in range(iters):
             self.step()
         self.sync()
         # what a step adds on top of what was resident
         self.memory = (torch.cuda.max_memory_allocated(self.device) if cuda else rss_now_and_peak()[1]) - before
-
-
-def machine_description(device):
-    if device.startswith('cuda'):
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    with suppress(OSError, StopIteration), open('/proc/cpuinfo') as f:
-        cpu = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
 def main(argv):
@@ -264,7 +250,14 @@ def run_bench(cfg):
 
     tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
     peaks = {dtype: peak_flops(device, dtype) for dtype in dict.fromkeys(row.dtype for row in rows)}  # by first use
-    print(f"bench: {machine_description(device)}")
+    if device.startswith('cuda'):
+        machine = torch.cuda.get_device_name(device)
+    else:
+        machine = platform.processor() or platform.machine()
+        with suppress(OSError, StopIteration), open('/proc/cpuinfo') as f:
+            machine = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+        machine += f", {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    print(f"bench: {machine}, torch {torch.__version__}")
     print(f"shape: {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}, context {cfg['block_size']}, "
           f"vocab {cfg['vocab_size']}, {tokens_per_iter:,} tokens/iter; {cfg['bench_warmup']} warm-up + "
           f"{cfg['bench_iters']} timed iterations per row" + (f" in {rounds} interleaved rounds" if rounds > 1 else ""))

@@ -30,7 +30,7 @@ import os
 
 import torch
 
-from lib.atomic_files import make_folder, new_folder
+from lib.atomic_files import make_folder, new_folder, output_file
 from lib.command_line import UserError, parse_config, run_cli
 from lib.hf_gpt2 import CONV1D, LAYER_NORM_EPS, hf_name
 from lib.run_files import load_checkpoint, model_from_checkpoint
@@ -168,11 +168,8 @@ def main(argv):
 
     # Written beside the target under a temporary name and renamed when complete (new_folder): a crash, a kill or
     # a failed check leaves --to as it was.
-    try:
-        with new_folder(target, '--to') as tmp:
-            diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
-    except OSError as e:
-        raise UserError(f"cannot write --to={cfg['to']}: {e.strerror or e}; nothing was written there") from None
+    with output_file(cfg['to'], '--to'), new_folder(target, '--to') as tmp:
+        diff = write_folder(model, meta, hf_kwargs, tmp, cfg['check'])
 
     tie = 'true (the shared matrix stored once)' if hf_kwargs['tie_word_embeddings'] else 'false'
     print(f"wrote {cfg['to']}: GPT-2 with n_layer={args['n_layer']}, n_head={args['n_head']}, n_embd={args['n_embd']}, "

@@ -151,7 +151,14 @@ def read_text_file(path):
     all is a UserError naming it."""
     if problem := not_a_source(path, pipes=True):
         raise UserError(f"--input file {problem}: {shown(path)}")
-    check_text_fits(path)
+    # Refuse, before reading, a file whose text cannot be held: its bytes and the decoded text exist together
+    # (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
+    # top. A machine that overcommits would otherwise let the read go on until the kernel killed it.
+    size = os.path.getsize(path)  # a file or a pipe, as not_a_source has checked
+    if short := memory_shortfall(size + size // 4, 'cpu'):
+        raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
+                        f"the whole text and its token ids in memory at once; use a smaller file or a machine with "
+                        f"more memory, or put it in a folder and give that: --input=DIR/ streams it (GPT-2 BPE)")
     with open(path, "rb") as f:
         before = os.fstat(f.fileno())
         data = f.read()
@@ -167,17 +174,6 @@ def read_text_file(path):
     check_text(data, f"--input file {shown(path)}")
     return text, dict(source=shown(os.path.basename(path)), source_location=shown(os.path.abspath(path)),
                       source_sha256=hashlib.sha256(data).hexdigest(), source_bytes=len(data))
-
-
-def check_text_fits(path):
-    """Refuse, before reading, a file whose text cannot be held: its bytes and the decoded text exist together
-    (at least a quarter of a byte a byte: UTF-8 spends at most four on a character), and the token ids come on
-    top. A machine that overcommits would otherwise let the read go on until the kernel killed it."""
-    size = os.path.getsize(path)  # a file or a pipe, as read_text_file has checked
-    if short := memory_shortfall(size + size // 4, 'cpu'):
-        raise UserError(f"--input={path} has {format_bytes(size)}, and preparing it needs {short}: prepare.py holds "
-                        f"the whole text and its token ids in memory at once; use a smaller file or a machine with "
-                        f"more memory, or put it in a folder and give that: --input=DIR/ streams it (GPT-2 BPE)")
 
 
 def _decode_legacy(data):

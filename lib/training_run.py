@@ -139,23 +139,6 @@ def check_same_data(saved, meta, path, data_dir):
                         f"the data it was trained on, or train this data from scratch in a new --out_dir")
 
 
-def check_untie_at(cfg):
-    """--untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode)."""
-    modes = ('tied', 'small_init')  # a plain shared matrix, nothing in between
-    if cfg['untie_at'] is not None and cfg['tie_mode'] not in modes:
-        raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(modes)}, "
-                        f"got --tie_mode={cfg['tie_mode']}")
-
-
-def check_vocab_size(cfg, meta):
-    if cfg['vocab_size'] is None:
-        cfg['vocab_size'] = meta['vocab_size']
-    if cfg['vocab_size'] < meta['vocab_size']:
-        raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
-                        f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
-                        f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
-
-
 def param_breakdown(model):
     """Where the parameters are, as {part: count}; the parts add up to num_params()."""
     head_extra = [p for name, p in model.named_parameters()
@@ -207,8 +190,17 @@ class Run:
                       f"each step reads the same windows, shared out among them")
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
             self.pretrained = start_from_pretrained(cfg, defaults, meta)
-        check_vocab_size(cfg, meta)
-        check_untie_at(cfg)
+        if cfg['vocab_size'] is None:
+            cfg['vocab_size'] = meta['vocab_size']
+        if cfg['vocab_size'] < meta['vocab_size']:
+            raise UserError(f"--vocab_size={cfg['vocab_size']} is smaller than the vocabulary of the prepared data "
+                            f"({meta['vocab_size']} in {cfg['data_dir']}/{cfg['dataset']}); leave it unset or use "
+                            f">= {meta['vocab_size']} (padding, e.g. 50304 for GPT-2)")
+        # --untie_at needs a matrix to untie: plain tying or small_init (after a resume, the checkpoint's mode),
+        # a plain shared matrix, nothing in between
+        if cfg['untie_at'] is not None and cfg['tie_mode'] not in (modes := ('tied', 'small_init')):
+            raise UserError(f"--untie_at unties the shared matrix, so it needs --tie_mode={' or '.join(modes)}, "
+                            f"got --tie_mode={cfg['tie_mode']}")
         check_head_lr(cfg)
         self.model_config = make_model_config(cfg)
         check_memory(self.model_config, cfg, proc.device, proc.dtype)
