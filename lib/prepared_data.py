@@ -81,7 +81,7 @@ def _meta_problem(meta):
         dtype = np.dtype(meta["dtype"])
     except (TypeError, ValueError):
         dtype = None
-    if dtype is None or dtype.kind != "u":
+    if dtype is None or dtype.kind != "u" or not dtype.isnative:  # '>u2' on a little-endian machine: every id swapped
         return f"gives dtype={meta['dtype']!r}; it must be an unsigned integer type such as uint16 or uint32"
     if meta["vocab_size"] - 1 > np.iinfo(dtype).max:
         return f"gives vocab_size={meta['vocab_size']}, too many ids for dtype={meta['dtype']}"

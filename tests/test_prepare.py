@@ -247,6 +247,9 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
         prepared_data.load_meta(data_dir)
 
 
+SWAPPED = np.dtype("uint16").newbyteorder().str  # ">u2" on a little-endian machine: native-looking ids, swapped
+
+
 @pytest.mark.parametrize("change, problem", [
     ([1, 2], "holds a JSON list, not an object"),
     (dict(vocab_size="53"), "gives vocab_size='53'; it must be an integer >= 1"),
@@ -254,6 +257,7 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
     (dict(tokenizer="bpe"), "gives tokenizer='bpe'; it must be char or gpt2"),
     (dict(dtype="int16"), "gives dtype='int16'; it must be an unsigned integer type such as uint16 or uint32"),
     (dict(dtype="no-such-type"), "gives dtype='no-such-type'; it must be an unsigned integer type"),
+    (dict(dtype=SWAPPED), f"gives dtype={SWAPPED!r}; it must be an unsigned integer type"),  # every id byte-swapped
     (dict(dtype="uint8", vocab_size=300), "gives vocab_size=300, too many ids for dtype=uint8"),
     (dict(vocab_size=40), "gives vocab_size=40 but chars has 53 entries; it must list that many distinct single "
                           "characters"),
@@ -265,7 +269,8 @@ def test_load_meta_errors_say_how_to_fix(tmp_path, monkeypatch):
     (dict(source_bytes="12"), "gives source_bytes='12'; it must be an integer"),
     (dict(dataset=["tiny"]), "gives dataset=['tiny']; it must be text"),
 ], ids=["not_an_object", "vocab_size_text", "val_tokens_bool", "tokenizer", "signed_dtype", "unknown_dtype",
-        "dtype_too_narrow", "chars_count", "chars_text", "bpe_ids_with_chars", "bpe_ids_null", "largest_id_null",
+        "byte_swapped_dtype", "dtype_too_narrow", "chars_count", "chars_text", "bpe_ids_with_chars", "bpe_ids_null",
+        "largest_id_null",
         "largest_id_text", "source_bytes_text", "dataset_a_list"])
 def test_load_meta_names_what_in_meta_json_is_inconsistent(change, problem, tiny_data, tmp_path):
     # A meta.json that was edited by hand, or left from another run: one line naming the field.
