@@ -269,16 +269,25 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
 
 def result(work, pool):
     """The ids of a chunk (work: a worker's future, or the chunk itself without workers). A worker killed (the OOM
-    killer's SIGKILL) is one line naming it; multiprocessing.Pool would have replaced it and waited forever."""
-    try:
-        return work.result() if pool else encode_chunk(work)
-    except concurrent.futures.process.BrokenProcessPool:
-        workers, waited_until = list(pool._processes.values()), time.monotonic() + 5
-        # The executor's thread reaps the workers too; the thread that loses that race reads no exit code yet
-        # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
-        while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
-            time.sleep(0.02)
-        dead = [p for p in workers if p.exitcode not in (None, 0, -signal.SIGTERM)]
+    killer's SIGKILL) is one line naming it; multiprocessing.Pool would have replaced it and waited forever, and the
+    executor itself can miss a death (a worker killed while it holds the task queue's lock), so this watches the
+    workers too: a second without the chunk, and any worker that exited stops the wait."""
+    if not pool:
+        return encode_chunk(work)
+    while True:
+        workers = list((pool._processes or {}).values())
+        try:
+            return work.result(timeout=1)
+        except TimeoutError:
+            if not (dead := [p for p in workers if p.exitcode not in (None, 0)]):
+                continue
+        except concurrent.futures.process.BrokenProcessPool:
+            waited_until = time.monotonic() + 5
+            # The executor's thread reaps the workers too; the thread that loses that race reads no exit code yet
+            # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
+            while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
+                time.sleep(0.02)
+            dead = [p for p in workers if p.exitcode not in (None, 0, -signal.SIGTERM)]
         how = f"was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and dead[0].exitcode < 0 else "died"
         who = f"worker process {dead[0].pid}" if dead else "a worker process"
         raise UserError(f"tokenizing stopped: {who} {how}, most likely by the out-of-memory killer: {HELD}") from None

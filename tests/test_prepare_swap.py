@@ -344,3 +344,24 @@ def test_a_path_in_bytes_that_are_not_utf8_is_printed_escaped_under_a_strict_utf
                             env=dict(ENV, PYTHONIOENCODING='utf-8'), capture_output=True, timeout=120)
     assert result.returncode == 0 and b'Traceback' not in result.stderr, result.stderr[-500:]
     assert b'caf\\udce9' in result.stdout or b'caf\\xe9' in result.stdout
+
+
+def test_a_worker_death_the_executor_misses_still_ends_the_wait_in_seconds():
+    """The executor can miss a worker's death (one killed while it holds the task queue's lock) and leave its future
+    pending forever: corpus.result watches the workers itself. A future that never completes beside a worker the
+    OOM killer took is one line naming it within seconds, not a hang."""
+    import concurrent.futures
+    import types
+    from lib import corpus
+    killed = types.SimpleNamespace(pid=4242, exitcode=-signal.SIGKILL)
+    alive = types.SimpleNamespace(pid=4243, exitcode=None)
+    pool = types.SimpleNamespace(_processes={alive.pid: alive, killed.pid: killed})
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r'^tokenizing stopped: worker process 4242 was killed by SIGKILL, most likely '
+                                        r'by the out-of-memory killer'):
+        corpus.result(concurrent.futures.Future(), pool)
+    assert time.monotonic() - started < 5
+    done = concurrent.futures.Future()
+    done.set_result('ids')
+    pool._processes = {alive.pid: alive}  # every worker alive: the wait is the chunk's, however long
+    assert corpus.result(done, pool) == 'ids'
