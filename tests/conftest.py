@@ -30,6 +30,7 @@ by default one per core, each a process importing torch); scripts run as process
 size a test asks for is left to the machine's allocator (test_memory_estimates.py)."""
 
 import hashlib
+import json
 import os
 import re
 import string
@@ -264,6 +265,191 @@ def run_in_process(script, *args):
     finally:
         sys.argv = argv
     return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
+
+
+# train.py (and the other scripts that import torch) as a process of its own, without an interpreter start: forks of
+# one launcher per xdist worker that has imported train, torch and dynamo once (1-2 s of CPU a start otherwise). A
+# fork is a process like any other for what the tests here do to it (Ctrl-C, a file-size limit, its exit code, a
+# terminal as its stderr), and runs the script as __main__; only the imports are shared. What a script prints while
+# it imports is not seen in a fork: each script has a test that starts it cold, as a user does (conftest.run).
+WARM_LAUNCHER = r"""
+import io, json, os, resource, runpy, signal, sys, traceback
+import train  # imports torch, once
+import torch._dynamo  # what building an optimizer imports
+for line in sys.stdin:
+    argv, stdout, stderr, file_size = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY), 1)
+        os.dup2(1 if stderr is None else os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY), 2)
+        for fd, name, errors in ((1, 'stdout', 'strict'), (2, 'stderr', 'backslashreplace')):  # as a start makes them
+            stream = io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding=getattr(sys, name).encoding,
+                                      errors=errors, line_buffering=os.isatty(fd), write_through=True)  # unbuffered
+            setattr(sys, name, stream)
+            setattr(sys, f'__{name}__', stream)
+        if file_size is not None:  # as a full disk: a write past it fails (EFBIG; Python ignores SIGXFSZ)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        code = 0
+        try:
+            if argv[0] == '-c':
+                sys.argv = ['-c', *argv[2:]]
+                exec(compile(argv[1], '<string>', 'exec'), {'__name__': '__main__'})
+            else:
+                sys.argv = argv
+                runpy.run_path(argv[0], run_name='__main__')
+        except SystemExit as e:  # what the interpreter would make of it
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except KeyboardInterrupt:  # the interpreter prints it and ends by the signal
+            traceback.print_exc()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    print(pid, flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+class WarmLauncher:
+    """The launcher process; start() runs one script at a time in a fork of it (a WarmProcess)."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix='warm-')
+        self.process = subprocess.Popen([sys.executable, '-c', WARM_LAUNCHER], cwd=REPO_ROOT, env=ENV, bufsize=0,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        preexec_fn=sigint_as_a_terminal_sends_it)
+        self.received, self.running, self.count = b'', None, 0
+
+    def next_number(self, timeout=None):
+        """The launcher's next line (a pid, then that fork's exit status), or None once timeout has passed."""
+        import select
+        import time
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b'\n' not in self.received:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.process.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.process.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError(f'the warm launcher ended with {self.process.wait()}')
+            self.received += chunk
+        line, self.received = self.received.split(b'\n', 1)
+        return int(line)
+
+    def start(self, script, *args, stdout=None, stderr=None, file_size=None):
+        """script ARGS as `python script ARGS` runs them ('-c', CODE, ARGS too). stdout and stderr are pipes, as
+        subprocess.PIPE's, unless given a file's path (a terminal's too; stderr='stdout' is 2>&1); file_size:
+        its RLIMIT_FSIZE."""
+        assert self.running is None or self.running.poll() is not None, 'one run at a time'
+        self.count += 1
+        out, err = (stdout or _Pipe(os.path.join(self.folder, f'{self.count}.out')),
+                    None if stderr == 'stdout' else stderr or _Pipe(os.path.join(self.folder, f'{self.count}.err')))
+        paths = [getattr(end, 'path', end) for end in (out, err)]
+        self.process.stdin.write((json.dumps([[script, *args], *paths, file_size]) + '\n').encode())
+        self.running = WarmProcess(self, [script, *args], self.next_number(), out, err)
+        return self.running
+
+    def close(self):
+        import shutil
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Pipe:
+    """A named pipe that a fork writes to as it would to subprocess.PIPE (no file, so no RLIMIT_FSIZE on it), and
+    a thread that reads it to its end."""
+
+    def __init__(self, path):
+        import threading
+        os.mkfifo(path)
+        self.path, self.data = path, []
+        self.reader = threading.Thread(target=lambda: self.data.append(open(path, 'rb').read()), daemon=True)
+        self.reader.start()
+
+    def read(self, timeout=60):
+        self.reader.join(timeout)
+        if self.reader.is_alive():  # the fork never opened it (it failed first): its end, so the thread ends
+            os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            self.reader.join(timeout)
+        return b''.join(self.data).decode('utf-8', errors='replace')
+
+
+class _File:
+    def __init__(self, path):
+        self.path = path
+
+    def read(self):
+        if self.path is None or not os.path.isfile(self.path):
+            return ''
+        with open(self.path, encoding='utf-8', errors='replace') as f:
+            return f.read()
+
+
+class WarmProcess:
+    """A script running in a fork of the launcher, with subprocess.Popen's pid, poll, wait, send_signal, kill and
+    communicate (text); once it has ended, .stdout.read() and .stderr.read() are what it printed to each pipe."""
+
+    def __init__(self, launcher, args, pid, out, err):
+        self.launcher, self.args, self.pid, self.returncode = launcher, args, pid, None
+        self.stdout, self.stderr = (end if isinstance(end, _Pipe) else _File(end) for end in (out, err))
+
+    def poll(self):
+        return self.wait(timeout=0, expired=None)
+
+    def wait(self, timeout=None, expired=subprocess.TimeoutExpired):
+        if self.returncode is None:
+            self.returncode = self.launcher.next_number(timeout)
+            if self.returncode is None and expired:
+                raise expired(self.args, timeout)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self):
+        import signal
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout=None):
+        self.wait(timeout)
+        return self.stdout.read(), self.stderr.read()
+
+
+@pytest.fixture(scope='session')
+def warm():
+    """start(script, *args, **options) -> WarmProcess (WarmLauncher.start): the worker's launcher, made on first use."""
+    launchers = []
+
+    def start(script, *args, **options):
+        if not launchers:
+            launchers.append(WarmLauncher())
+        return launchers[0].start(script, *args, **options)
+    yield start
+    for launcher in launchers:
+        launcher.close()
+
+
+def warm_run(warm, script, *args, timeout=300, **options):
+    """conftest.run's CompletedProcess, from a fork of the warm launcher."""
+    process = warm(script, *args, **options)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return subprocess.CompletedProcess([sys.executable, script, *args], process.returncode, out, err)
 
 
 def assert_one_line_error(result, *fragments):

@@ -62,8 +62,7 @@ def starts_over_seeds(data_dir, mode):
     from lib.prepared_data import load_splits
     from lib.training_run import make_model_config
     from model import GPT
-    cfg = train.parse_train_args([FIRST_RUN, f'--tie_mode={mode}', '--dataset=english', f'--data_dir={data_dir}',
-                                  '--eval_iters=20'])
+    cfg = train.parse_train_args([FIRST_RUN, f'--tie_mode={mode}', '--dataset=english', f'--data_dir={data_dir}'])
     splits, meta = load_splits(cfg)
     cfg['vocab_size'] = meta['vocab_size']
     config = make_model_config(cfg)

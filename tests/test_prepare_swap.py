@@ -144,14 +144,61 @@ def test_a_failure_at_any_write_or_rename_leaves_the_old_dataset_byte_for_byte(p
     print(f"\n{path}: {len(recording.calls)} calls made to fail in turn, the swap at call {swap}: {recording.calls}")
 
 
-def prepare_command(args, fail_at=0, record=os.devnull):
-    """python prepare.py ARGS, SIGKILLing itself at its fail_at-th counted call (Faults), its calls listed in record."""
-    code = (f"import json, sys; sys.path.insert(0, {REPO_ROOT!r}); sys.argv = ['prepare.py', *{args!r}]\n"
-            f"from tests.test_prepare_swap import Faults, kill_self\nimport prepare\n"
-            f"from lib.command_line import run_cli\nfaults = Faults({fail_at}, kill_self)\nfaults.install()\n"
-            f"try:\n    run_cli(prepare.main)\nfinally:\n    calls = json.dumps(faults.calls)\n"
-            f"    open({str(record)!r}, 'w').write(calls)")
-    return [sys.executable, '-c', code]
+# prepare.py in forks of one launcher that has imported it and loaded GPT-2's BPE once: each fork is a process of
+# its own, which a SIGKILL ends like `python prepare.py` (it makes no worker with --workers=1). A fresh interpreter
+# for each of the ~40 runs cost ten times the runs themselves (0.6 s of CPU to start, 0.5 s to read the BPE files:
+# reads, where a kill leaves what a kill at the first mkdir leaves). Every fork, the counting one too, starts from
+# the launcher's same state, so its k-th call is the counting run's k-th.
+PREPARE_LAUNCHER = f"""
+import json, os, sys, traceback
+sys.path.insert(0, {REPO_ROOT!r})
+from tests.test_prepare_swap import Faults, kill_self
+import prepare
+from lib.command_line import run_cli
+from lib.prepared_data import gpt2_encoding
+gpt2_encoding()
+for line in sys.stdin:
+    fail_at, record, log, args = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv = ['prepare.py', *args]
+        faults, code = Faults(fail_at, kill_self), 0
+        faults.install()
+        try:
+            run_cli(prepare.main)
+        except SystemExit as e:  # what the interpreter would make of it
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            calls = json.dumps(faults.calls)
+            open(record, 'w').write(calls)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def prepare_launcher(tmp_path):
+    """The launcher, and run(args, fail_at=0, record=os.devnull): prepare.py ARGS in a fork of it, SIGKILLing itself
+    at its fail_at-th counted call (Faults), its calls listed in record; returns (exit code, what it printed)."""
+    launcher = subprocess.Popen([sys.executable, '-c', PREPARE_LAUNCHER], cwd=REPO_ROOT, env=ENV,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    log = str(tmp_path / 'fork.log')
+
+    def run(args, fail_at=0, record=os.devnull):
+        launcher.stdin.write(json.dumps([fail_at, str(record), log, args]) + '\n')
+        launcher.stdin.flush()
+        code = int(launcher.stdout.readline())
+        with open(log, encoding='utf-8', errors='replace') as f:
+            return code, f.read()
+    return launcher, run
 
 
 def children(pid):
@@ -189,29 +236,32 @@ def test_sigkill_at_every_write_or_rename_of_a_corpus_leaves_the_old_dataset_or_
                                                                                                   tmp_path):
     held, args = datasets
     new = new_bytes(tmp_path, args['corpus'])
-    counted = subprocess.run(prepare_command(args['corpus'], record=tmp_path / 'calls.json'), env=ENV,
-                             capture_output=True, text=True, timeout=120)
-    assert counted.returncode == 0 and folder_bytes(tmp_path / 'out' / 'c') == new, counted.stderr
-    restore(tmp_path)
-    calls = json.loads((tmp_path / 'calls.json').read_text())
-    between = 0
-    for k in range(1, len(calls) + 1):
-        process = subprocess.run(prepare_command(args['corpus'], k), env=ENV, capture_output=True, text=True,
-                                 timeout=120)
-        assert process.returncode == -signal.SIGKILL, (k, process.stderr)
-        killed = tmp_path / f'killed{k}'
-        shutil.copytree(tmp_path / 'out', killed, symlinks=True)
-        if not (tmp_path / 'out' / 'c').exists():  # killed between the two renames: the old folder is set aside
-            between += 1
-            assert load_meta(tmp_path / 'out' / 'c') and folder_bytes(tmp_path / 'out' / 'c') == held
-        # a reader undoes a half swap, else sees the old or the new dataset
-        load_meta(tmp_path / 'out' / 'c')
-        assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), k
-        shutil.rmtree(tmp_path / 'out')
-        os.rename(killed, tmp_path / 'out')  # and the next run cleans up and finishes the job
-        prepare.main(args['corpus'])
-        assert folder_bytes(tmp_path / 'out' / 'c') == new and os.listdir(tmp_path / 'out') == ['c'], k
+    launcher, run = prepare_launcher(tmp_path)
+    try:
+        code, printed = run(args['corpus'], record=tmp_path / 'calls.json')
+        assert code == 0 and folder_bytes(tmp_path / 'out' / 'c') == new, printed
         restore(tmp_path)
+        calls = json.loads((tmp_path / 'calls.json').read_text())
+        between = 0
+        for k in range(1, len(calls) + 1):
+            code, printed = run(args['corpus'], k)
+            assert code == -signal.SIGKILL, (k, printed)
+            killed = tmp_path / f'killed{k}'
+            shutil.copytree(tmp_path / 'out', killed, symlinks=True)
+            if not (tmp_path / 'out' / 'c').exists():  # killed between the two renames: the old folder is set aside
+                between += 1
+                assert load_meta(tmp_path / 'out' / 'c') and folder_bytes(tmp_path / 'out' / 'c') == held
+            # a reader undoes a half swap, else sees the old or the new dataset
+            load_meta(tmp_path / 'out' / 'c')
+            assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), k
+            shutil.rmtree(tmp_path / 'out')
+            os.rename(killed, tmp_path / 'out')  # and the next run cleans up and finishes the job
+            prepare.main(args['corpus'])
+            assert folder_bytes(tmp_path / 'out' / 'c') == new and os.listdir(tmp_path / 'out') == ['c'], k
+            restore(tmp_path)
+    finally:
+        launcher.stdin.close()
+        launcher.wait(timeout=60)
     assert between == 1
     print(f"\ncorpus: SIGKILL at each of {len(calls)} calls: {calls}")
 

@@ -5,24 +5,24 @@ import fcntl
 import os
 import pty
 import re
+import select
 import struct
-import subprocess
-import sys
 import termios
+import time
 
 import ablate
-from conftest import ENV, REPO_ROOT, tiny_train_args
+from conftest import tiny_train_args
 from lab import grid_runner
 
 
-def test_train_to_a_file_writes_a_line_per_logged_iteration_and_no_carriage_return(tiny_data, tmp_path):
+# train.py as a process of its own whose stderr is a file or a terminal: a fork of the worker's warm launcher
+# (conftest.WarmLauncher), which opens them as `python train.py` would find them, without an interpreter start.
+def test_train_to_a_file_writes_a_line_per_logged_iteration_and_no_carriage_return(tiny_data, tmp_path, warm):
     log = tmp_path / 'train.log'
-    with open(log, 'w') as f:  # as `python train.py > train.log 2>&1`
-        result = subprocess.run([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
-                                                                              max_iters=20, log_interval=5,
-                                                                              eval_interval=10, progress=True)],
-                                cwd=REPO_ROOT, env=ENV, stdout=f, stderr=subprocess.STDOUT, timeout=120)
-    assert result.returncode == 0
+    process = warm('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=20, log_interval=5,
+                                                eval_interval=10, progress=True),
+                   stdout=str(log), stderr='stdout')  # as `python train.py > train.log 2>&1`
+    assert process.wait(timeout=120) == 0
     text = log.read_text()
     assert '\r' not in text
     lines = re.findall(r'^tied: iter (\d+)/20: loss [\d.]+, lr [\d.e+-]+, [\d,]+ tokens/s(, val [\d.]+)?$', text, re.M)
@@ -31,23 +31,18 @@ def test_train_to_a_file_writes_a_line_per_logged_iteration_and_no_carriage_retu
     assert text.splitlines()[-1].startswith('done: 20 iterations')
 
 
-def test_train_on_a_terminal_draws_the_bar_instead(tiny_data, tmp_path):
+def test_train_on_a_terminal_draws_the_bar_instead(tiny_data, tmp_path, warm):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 100, 0, 0))  # 100 columns, as a terminal has
-    process = subprocess.Popen([sys.executable, 'train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'),
-                                                                             max_iters=20, log_interval=5,
-                                                                             progress=True)],
-                               cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=slave, text=True)
+    process = warm('train.py', *tiny_train_args(tiny_data, str(tmp_path / 'out'), max_iters=20, log_interval=5,
+                                                progress=True), stderr=os.ttyname(slave))  # opened by its name
+    drawn, deadline = b'', time.monotonic() + 120
+    while time.monotonic() < deadline:  # the slave stays open here until the run has ended: read until then
+        if select.select([master], [], [], 0.1)[0]:
+            drawn += os.read(master, 4096)
+        elif process.poll() is not None:
+            break
     os.close(slave)
-    drawn = b''
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the child closed its end
-            break
-        if not chunk:
-            break
-        drawn += chunk
     stdout, _ = process.communicate(timeout=120)
     os.close(master)
     assert process.returncode == 0

@@ -137,25 +137,42 @@ def test_every_run_has_a_record():
     assert sorted(k for k in record if k != '_machine') == sorted([*RUNS, 'resume'])
 
 
+@pytest.fixture(scope='module')
+def recorded(reference, tmp_path_factory):
+    """What the documented command records (`python tests/test_reference_runs.py DATA_DIR OUT.json`: this file run as
+    __main__, in this process): every run once, each in its own folder, one torch thread. The tests below compare
+    its runs with the committed record; a subprocess of it, beside each test's own run, trained every run twice."""
+    import runpy
+    import torch
+    _, data_dir = reference
+    out = tmp_path_factory.mktemp('record') / 'record.json'
+    argv, threads = sys.argv, torch.get_num_threads()
+    sys.argv = [__file__, data_dir, str(out)]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(__file__, run_name='__main__')
+    finally:
+        sys.argv = argv
+        torch.set_num_threads(threads)
+    return json.loads(out.read_text())
+
+
+# One xdist worker runs the module, so that `recorded` is made once (pytest.ini)
+@pytest.mark.xdist_group('reference_runs')
 @pytest.mark.parametrize('name', [*RUNS, 'resume'])
-def test_run_computes_what_was_recorded(name, reference, tmp_path, one_torch_thread):
-    record, data_dir = reference
-    got, want = record_of(name, data_dir, str(tmp_path)), record[name]
+def test_run_computes_what_was_recorded(name, reference, recorded):
+    record, _ = reference
+    got, want = recorded[name], record[name]
     assert got['fingerprint'] == want['fingerprint'], "the corpus is not the recorded one"
     assert got['losses'] == want['losses'], "a training loss differs from the record"
     assert got['metrics'] == want['metrics'], "a metrics.csv row differs from the record"
     assert (got['best_val_loss'], got['weights']) == (want['best_val_loss'], want['weights'])
 
 
-def test_run_as_a_script_it_records_what_the_tests_compare(reference, tmp_path):
+@pytest.mark.xdist_group('reference_runs')
+def test_run_as_a_script_it_records_what_the_tests_compare(reference, recorded):
     """The documented command: every run, and this machine's name, which the_record() matches."""
-    import subprocess
-    _, data_dir = reference
-    out = tmp_path / 'record.json'
-    subprocess.run([sys.executable, __file__, data_dir, str(out)], check=True, capture_output=True, timeout=300,
-                   env=dict(os.environ, OMP_NUM_THREADS='1'))
-    made = json.loads(out.read_text())
-    assert made == dict(reference[0], _machine=this_machine())
+    assert recorded == dict(reference[0], _machine=this_machine())
 
 
 def main(data_dir, out):

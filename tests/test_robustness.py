@@ -1,7 +1,9 @@
 """
 Robustness end to end (docs/robustness.md): every bad input gets one clear line and exit code 2 without
 a traceback, and no interruption (Ctrl-C, SIGKILL, a non-finite loss, a full disk, a killed
-prepare.py) loses saved work. Every test runs the real scripts as subprocesses.
+prepare.py) loses saved work. Every test runs the real scripts, as processes of their own where a signal, a
+kill or a file-size limit is what it tests (train.py in forks of a launcher that imported torch once:
+conftest.WarmLauncher).
 docs/robustness.md lists each case, what the user sees, and the test that covers it.
 """
 
@@ -30,7 +32,7 @@ import train
 from lib.run_files import load_checkpoint
 from lib.command_line import UserError
 from conftest import (ENV, REPO_ROOT, assert_one_line_error, run, run_in_process, sigint_as_a_terminal_sends_it,
-                      tiny_corpus, tiny_train_args, train_tiny_run)
+                      tiny_corpus, tiny_train_args, train_tiny_run, warm_run)
 from model import GPT, GPTConfig
 
 def start(script, *args, **kwargs):
@@ -62,13 +64,19 @@ def wait_for(condition, process=None, timeout=120):
 
 
 @pytest.fixture
-def spawn():
-    """start(), and every process it started is killed after the test, should the test fail
-    midway. SIGINT is restored to its default (conftest.sigint_as_a_terminal_sends_it)."""
+def spawn(warm):
+    """start(), and every process it started is killed after the test, should the test fail midway. SIGINT is at
+    its default, as a terminal starts a process (conftest.sigint_as_a_terminal_sends_it). prepare.py starts cold,
+    as a user starts it: its kills come at moments of its whole run, the interpreter's start included. train.py
+    (and code run with -c) runs in a fork of the worker's warm launcher (conftest.WarmLauncher): a Ctrl-C reaches
+    it as it reaches a process started cold, without the second or two of CPU that importing torch costs."""
     started = []
 
     def spawn(script, *args):
-        process = start(script, *args, preexec_fn=sigint_as_a_terminal_sends_it)
+        if script == 'prepare.py':
+            process = start(script, *args, preexec_fn=sigint_as_a_terminal_sends_it)
+        else:
+            process = warm(script, *args)
         started.append(process)
         return process
     yield spawn
@@ -556,13 +564,8 @@ def test_non_finite_loss_names_the_iteration_and_keeps_the_last_good_checkpoint(
         assert not os.path.exists(ckpt_path)
 
 
-def limit_file_size(limit):
-    # RLIMIT_FSIZE makes a write past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ), as a
-    # full disk fails with ENOSPC; unlike a read-only folder, it also holds for root.
-    import resource
-    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-
+# A full disk: the process's RLIMIT_FSIZE (file_size) makes a write past it fail with EFBIG (Python ignores SIGXFSZ),
+# as a full disk fails with ENOSPC; unlike a read-only folder, it also holds for root.
 @pytest.mark.parametrize('full_at, message', [
     # The next checkpoint (~200 kB) no longer fits, metrics.csv still does; iteration 15's validation loss is
     # the best yet, and best.pt (written first) is the first file that does not fit.
@@ -573,7 +576,8 @@ def limit_file_size(limit):
     ('metrics', 'error: cannot write to --out_dir={out}: File too large; the checkpoint of iteration 10 in {ckpt} '
                 'is kept'),
 ], ids=['checkpoint', 'metrics'])
-def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, message, tiny_data, trained, tmp_path):
+def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, message, tiny_data, trained, tmp_path,
+                                                                      warm):
     out_dir = copy_of(trained, tmp_path)
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     limit = 50_000
@@ -581,8 +585,8 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
         with open(os.path.join(out_dir, 'metrics.csv'), 'rb') as f:
             lines = f.readlines()
         limit = len(b''.join(line for line in lines if not line[:1].isdigit() or int(line.split(b',')[0]) < 10)) + 20
-    result = run('train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, eval_interval=5),
-                 '--init_from=resume', preexec_fn=limit_file_size(limit))
+    result = warm_run(warm, 'train.py', *tiny_train_args(tiny_data, out_dir, max_iters=20, eval_interval=5),
+                      '--init_from=resume', file_size=limit)  # a process of its own (conftest.WarmLauncher)
     assert_one_line_error(result)
     assert result.stderr.strip() == message.format(ckpt=ckpt_path, out=out_dir,
                                                    best=os.path.join(out_dir, run_files.BEST_FILE))
@@ -769,15 +773,14 @@ def test_missing_output_folders_are_made(tiny_data, tmp_path):
     assert (tmp_path / 'new' / 'deeper' / 'fig.png').read_bytes()[:4] == b'\x89PNG'
 
 
-def test_a_summary_that_cannot_be_written_is_one_line_and_the_runs_stay(tiny_data, tmp_path):
+def test_a_summary_that_cannot_be_written_is_one_line_and_the_runs_stay(tiny_data, tmp_path, warm):
     # One run, trained in this process (--jobs=1: no worker to start); then ablate.py as a process under the
-    # file-size limit, which only has the summary left to write.
+    # file-size limit (a fork of the warm launcher, conftest.WarmLauncher), which only has the summary left to write.
     args = ['--quick', f'--data_dir={tiny_data}', '--dataset=tiny', '--modes=tied', f'--out_dir={tmp_path}/grid',
             '--jobs=1']
     assert run_in_process('ablate.py', *args).returncode == 0
     os.remove(tmp_path / 'grid' / 'summary.md')
-    result = subprocess.run([sys.executable, 'ablate.py', *args], cwd=REPO_ROOT, env=ENV, capture_output=True,
-                            text=True, timeout=120, preexec_fn=limit_file_size(2000))  # as a disk that is full
+    result = warm_run(warm, 'ablate.py', *args, timeout=120, file_size=2000)  # as a disk that is full
     line = assert_one_line_error(result, f'cannot write the summary in --out_dir={tmp_path}/grid/summary.md',
                                  'File too large')
     assert 'trained' not in result.stdout  # nothing trained again: the finished run was skipped

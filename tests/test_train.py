@@ -188,10 +188,11 @@ def test_sample_gives_the_requested_samples_in_the_vocabulary(trained, tiny_data
 
 
 def test_sample_script_prints_each_sample_with_a_separator(trained):
+    # sample.py's run_cli in this process (conftest.run_in_process); it starts as a process of its own, as a user
+    # runs it, in test_robustness.py's sample_prompt_file_missing
     out_dir, _ = trained
-    result = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out_dir}', '--num_samples=2',
-                             '--max_new_tokens=30', '--device=cpu', '--start=All:'],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    result = run_in_process('sample.py', f'--out_dir={out_dir}', '--num_samples=2', '--max_new_tokens=30',
+                            '--device=cpu', '--start=All:')
     assert result.returncode == 0, result.stderr
     chunks = result.stdout.split(sample.SEPARATOR + '\n')
     assert len(chunks) == 3 and chunks[-1] == ''
