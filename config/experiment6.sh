@@ -47,7 +47,8 @@ select)  # OPTIMIZER: the select rule (docs/experiments.md) for untied and tied:
     python $tables select "out-exp6-select-$2" "$(python $tables top 2 "out-exp6-rates-$2")" $(confirmation "$2") \
         --tuned_lens= --seed=1342 --seeds=3 ;;
 fresh)  # OPTIMIZER: each new pick on the confirmation's five seeds (1337-1341), beside the committed arms it pairs with
-    out=out-exp6-confirm-$2$([ "$2" = muon ] && echo -split)
+    out=out-exp6-confirm-$2
+    if [ "$2" = muon ]; then out=$out-split; fi  # (an assignment from a failing $(...) would end the script)
     rows=$(python $tables untrained "$out" "$(python $tables remedy_picks "out-exp6-select-$2")")
     [ -z "$rows" ] || python ablate.py $(confirmation "$2") --modes="$rows" --tuned_lens= --out_dir="$out" ;;
 confirm)  # the rows each config names come from the sweep's best cells
