@@ -631,8 +631,14 @@ def train_with_ddp(tmp_path, args, record=False, stop=None):
     rank's record too: the window starts of its training batches, step by step, and the tokens its throughput
     counted. On the CPU even where a GPU is visible: one GPU cannot hold two ranks. One run per torchrun, as a user
     has it: a second train() in the same two ranks (a fresh process group after the first was destroyed) hung in 2
-    of 3 tries under load (torch 2.13, gloo), so the DDP tests cannot share one."""
+    of 3 tries under load (torch 2.13, gloo), so the DDP tests cannot share one.
+    The ranks are forks of torchrun's agent (--run-path --start-method=fork), which has imported torch: each rank
+    is spared an import (1-2.5 s of CPU, two ranks in each of seven runs) and runs the script as __main__ as a
+    started one does. A run stopped by a terminal's Ctrl-C starts its ranks as `torchrun script.py` does, in
+    sessions of their own, which the Ctrl-C reaches only through torchrun's SIGTERM (forks would get the SIGINT
+    itself, and torchrun would close them before rank 0 saved)."""
     import json
+    import signal
     import textwrap
     import torch
     script = tmp_path / 'ddp_run.py'
@@ -665,7 +671,9 @@ def train_with_ddp(tmp_path, args, record=False, stop=None):
         with open(os.path.join({str(tmp_path)!r}, f"rank{{rank}}.json"), 'w') as f:
             json.dump(record, f)
     """))
-    command = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(script), *args]
+    forks = [] if stop is not None and stop[0] == signal.SIGINT else ['--run-path', '--start-method=fork']
+    command = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', *forks, str(script),
+               *args]
     # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
     env = dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path))
     if stop is not None:  # (signal, its moment: a function of rank 0's metrics.csv rows): a terminal's Ctrl-C or a kill
