@@ -36,9 +36,14 @@ def ablation_args(data_dir, out_dir, *extra, **overrides):
     return args + ['--jobs=1'] + list(extra)
 
 
-def run_ablation(data_dir, out_dir, *extra, **overrides):
+def run_ablation(data_dir, out_dir, *extra, figures=False, **overrides):
+    """ablate.py in this process. figures=False: as without matplotlib (its figures' tests ask for them, and the
+    tests that draw curves of missing or non-finite values); drawing the two figures cost more than training."""
     args = ablation_args(data_dir, out_dir, *extra, **overrides)
-    return ablate.ablate(ablate.parse_args(args), args)
+    with pytest.MonkeyPatch.context() as patch:
+        if not figures:
+            patch.setitem(sys.modules, 'matplotlib', None)
+        return ablate.ablate(ablate.parse_args(args), args)
 
 
 def read_csv(path):
@@ -55,7 +60,7 @@ def run_files(out_dir):
 @pytest.fixture(scope='module')
 def every_mode(tiny_data, tmp_path_factory):
     out_dir = str(tmp_path_factory.mktemp('ablation'))
-    done = run_ablation(tiny_data, out_dir, '--seeds=2')
+    done = run_ablation(tiny_data, out_dir, '--seeds=2', figures=True)
     return out_dir, done
 
 
@@ -260,7 +265,7 @@ def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summa
             writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
             writer.writeheader()
             writer.writerows(rows)
-    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied', figures=True)  # curves without the probes
     assert done['skipped'] == [('tied', 1337), ('untied', 1337)] and not done['trained']
     assert done['info']['repeat_rate'] is None
     for mode in ('tied', 'untied'):
@@ -299,6 +304,7 @@ def test_rerun_skips_finished_runs_and_a_new_mode_trains_alone(tiny_data, tmp_pa
     out_dir = str(tmp_path)
     run_ablation(tiny_data, out_dir, '--modes=tied,untied')
     before = run_files(out_dir)
+    capsys.readouterr()  # that run's own lines (run_ablation: no figures there either)
     # Without matplotlib the tables are still written, with a hint; nothing is trained again.
     monkeypatch.setitem(sys.modules, 'matplotlib', None)
     done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
@@ -688,7 +694,8 @@ def test_a_run_that_diverges_is_a_result_of_the_grid_not_a_failure(tiny_data, tm
     the other rows are summarised as ever."""
     from lab.ablation_figure import row_loss
     out_dir = str(tmp_path / 'grid')
-    done = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000', max_iters=10, eval_interval=5)  # S x100 000
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000', max_iters=10, eval_interval=5,
+                        figures=True)  # S x100 000; curves that end in NaN
     assert sorted(done['trained']) == [('pit_h100000', 1337), ('tied', 1337)]
     result = json.load(open(os.path.join(out_dir, 'pit_h100000-seed1337', 'result.json')))
     at = result['diverged']['iteration']
