@@ -29,6 +29,7 @@ a worker has one torch thread; torch.compile builds with at most two threads (TO
 by default one per core, each a process importing torch); scripts run as processes get one thread; and no
 size a test asks for is left to the machine's allocator (test_memory_estimates.py)."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -215,6 +216,16 @@ def train_tiny_run(data_dir, tmp_path_factory, name, **overrides):
     out_dir = str(tmp_path_factory.mktemp(name))
     train.train(train.parse_train_args(tiny_train_args(data_dir, out_dir, **overrides)))
     return out_dir
+
+
+@contextlib.contextmanager
+def without_matplotlib():
+    """ablate.py summarising as where matplotlib is not installed (its documented fallback: the tables, a hint, no
+    figure), for the tests that do not look at its figures: drawing loss_curves.png and grad_sources.png costs
+    more than training a tiny grid."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, 'matplotlib', None)
+        yield
 
 
 # -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """ablate.py on the tiny corpus: every mode on the same batches, the outputs, skipping finished runs,
 resuming an interrupted one exactly, refusing to mix settings, and its command-line errors."""
 
+import contextlib
 import csv
 import json
 import math
@@ -15,7 +16,7 @@ import torch
 import ablate
 from lab import ablation_figure, ablation_grid, ablation_report, run_results
 import train
-from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args
+from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args, without_matplotlib
 from model import TIE_MODES
 
 # The four metrics.csv columns of the copy probe, which runs made before it lack.
@@ -40,9 +41,7 @@ def run_ablation(data_dir, out_dir, *extra, figures=False, **overrides):
     """ablate.py in this process. figures=False: as without matplotlib (its figures' tests ask for them, and the
     tests that draw curves of missing or non-finite values); drawing the two figures cost more than training."""
     args = ablation_args(data_dir, out_dir, *extra, **overrides)
-    with pytest.MonkeyPatch.context() as patch:
-        if not figures:
-            patch.setitem(sys.modules, 'matplotlib', None)
+    with contextlib.nullcontext() if figures else without_matplotlib():
         return ablate.ablate(ablate.parse_args(args), args)
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import ablate
-from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args
+from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args, without_matplotlib
 from lab import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
@@ -65,7 +65,8 @@ def side_by_side(tiny_data, tmp_path_factory):
     with pytest.raises(ablate.RunsFailed) as failed:
         ablate.ablate(ablate.parse_args(args), args)
     args = grid_args(tiny_data, serial, '--modes=untied,tied', '--seeds=2', '--jobs=1')
-    done = ablate.ablate(ablate.parse_args(args), args)
+    with without_matplotlib():  # no test here looks at the figures (conftest.without_matplotlib)
+        done = ablate.ablate(ablate.parse_args(args), args)
     return parallel, serial, failed.value, done
 
 
@@ -121,7 +122,8 @@ def test_a_failed_run_is_named_with_its_logs_last_line_and_the_rest_go_on(side_b
     # Once the way is clear, the same command trains that run alone and summarises.
     os.rmdir(os.path.join(parallel, 'shuffle-seed1338', 'metrics.csv'))
     args = grid_args(tiny_data, parallel, '--modes=untied,tied,shuffle', '--seeds=2', '--jobs=1')
-    done = ablate.ablate(ablate.parse_args(args), args)
+    with without_matplotlib():
+        done = ablate.ablate(ablate.parse_args(args), args)
     assert done['trained'] == [('shuffle', 1338)] and len(done['skipped']) == 5
     assert json.load(open(os.path.join(parallel, 'summary.json')))['seeds'] == [1337, 1338]
 
@@ -151,7 +153,8 @@ def shared_grid(tiny_data, tmp_path_factory):
     releaser.start()
     out, err = io.StringIO(), io.StringIO()  # not a terminal, as under pytest's capture
     try:
-        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                without_matplotlib():
             patch.setattr(run_results, 'loss_by_frequency', evaluated_by_the_summary)  # this process only
             done = ablate.ablate(ablate.parse_args(args), args)
     finally:
