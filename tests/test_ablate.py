@@ -294,7 +294,8 @@ def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
             '--progress=false', '--modes=tied,shuffle', '--max_iters=12']
     cfg = ablate.parse_args(args)
     assert cfg['max_iters'] == 12 and cfg['n_embd'] == ablate.QUICK['n_embd'] and cfg['out_dir'] == str(tmp_path)
-    done = ablate.ablate(cfg, args)
+    with without_matplotlib():
+        done = ablate.ablate(cfg, args)
     assert done['trained'] == [('tied', 1337), ('shuffle', 1337)]
     assert json.load(open(tmp_path / 'summary.json'))['config']['n_layer'] == ablate.QUICK['n_layer']
 
