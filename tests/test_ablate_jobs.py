@@ -9,8 +9,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,7 +16,7 @@ import pytest
 import torch
 
 import ablate
-from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args, without_matplotlib
+from conftest import tiny_train_args, without_matplotlib
 from lab import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
@@ -192,11 +190,11 @@ def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(shared_
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path):
-    proc = subprocess.Popen([sys.executable, 'ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied',
-                                                                     '--jobs=2', max_iters=5000, eval_interval=10)],
-                            cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=sigint_as_a_terminal_sends_it)
+def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path, warm):
+    # ablate.py as a process of its own, SIGINT at its default: a fork of the worker's warm launcher
+    # (conftest.WarmLauncher); its workers start as ablate.py starts them (multiprocessing's spawn)
+    proc = warm('ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied', '--jobs=2', max_iters=5000,
+                                        eval_interval=10))
     run_dirs = [tmp_path / f'{mode}-seed1337' for mode in ('untied', 'tied')]
     deadline = time.time() + 120
     while not all((run_dir / 'ckpt.pt').exists() for run_dir in run_dirs):
