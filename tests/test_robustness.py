@@ -364,7 +364,7 @@ def save_and_hold(*args, **kwargs):
     save(*args, **kwargs)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         # one write, line and newline: print's two could be split by the second Ctrl-C's KeyboardInterrupt
-        sys.stderr.write('final save written, not yet renamed\n')
+        sys.stderr.write('final save written, not yet renamed\\n')
         sys.stderr.flush()
         time.sleep(120)
 torch.save = save_and_hold
