@@ -29,6 +29,7 @@ a worker has one torch thread; torch.compile builds with at most two threads (TO
 by default one per core, each a process importing torch); scripts run as processes get one thread; and no
 size a test asks for is left to the machine's allocator (test_memory_estimates.py)."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -217,6 +218,16 @@ def train_tiny_run(data_dir, tmp_path_factory, name, **overrides):
     return out_dir
 
 
+@contextlib.contextmanager
+def without_matplotlib():
+    """ablate.py summarising as where matplotlib is not installed (its documented fallback: the tables, a hint, no
+    figure), for the tests that do not look at its figures: drawing loss_curves.png and grad_sources.png costs
+    more than training a tiny grid."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, 'matplotlib', None)
+        yield
+
+
 # -----------------------------------------------------------------------------
 # Running the scripts as a user does, and what a user mistake must look like.
 
@@ -273,13 +284,15 @@ def run_in_process(script, *args):
 # terminal as its stderr), and runs the script as __main__; only the imports are shared. What a script prints while
 # it imports is not seen in a fork: each script has a test that starts it cold, as a user does (conftest.run).
 WARM_LAUNCHER = r"""
-import io, json, os, resource, runpy, signal, sys, traceback
+import io, json, os, resource, runpy, signal, sys, tempfile, traceback
 import train  # imports torch, once
 import torch._dynamo  # what building an optimizer imports
 for line in sys.stdin:
-    argv, stdout, stderr, file_size = json.loads(line)
+    argv, stdout, stderr, file_size, env = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        os.environ.update(env)
+        tempfile.tempdir = None  # found again from TMPDIR, as a start finds it
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY), 1)
         os.dup2(1 if stderr is None else os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY), 2)
@@ -295,6 +308,9 @@ for line in sys.stdin:
             if argv[0] == '-c':
                 sys.argv = ['-c', *argv[2:]]
                 exec(compile(argv[1], '<string>', 'exec'), {'__name__': '__main__'})
+            elif argv[0] == '-m':
+                sys.argv = argv[1:]
+                runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
             else:
                 sys.argv = argv
                 runpy.run_path(argv[0], run_name='__main__')
@@ -345,16 +361,16 @@ class WarmLauncher:
         line, self.received = self.received.split(b'\n', 1)
         return int(line)
 
-    def start(self, script, *args, stdout=None, stderr=None, file_size=None):
-        """script ARGS as `python script ARGS` runs them ('-c', CODE, ARGS too). stdout and stderr are pipes, as
-        subprocess.PIPE's, unless given a file's path (a terminal's too; stderr='stdout' is 2>&1); file_size:
-        its RLIMIT_FSIZE."""
+    def start(self, script, *args, stdout=None, stderr=None, file_size=None, env=None):
+        """script ARGS as `python script ARGS` runs them ('-c', CODE, ARGS and '-m', MODULE, ARGS too). stdout and
+        stderr are pipes, as subprocess.PIPE's, unless given a file's path (a terminal's too; stderr='stdout' is
+        2>&1); file_size: its RLIMIT_FSIZE; env: variables set in it, beside conftest.ENV's."""
         assert self.running is None or self.running.poll() is not None, 'one run at a time'
         self.count += 1
         out, err = (stdout or _Pipe(os.path.join(self.folder, f'{self.count}.out')),
                     None if stderr == 'stdout' else stderr or _Pipe(os.path.join(self.folder, f'{self.count}.err')))
         paths = [getattr(end, 'path', end) for end in (out, err)]
-        self.process.stdin.write((json.dumps([[script, *args], *paths, file_size]) + '\n').encode())
+        self.process.stdin.write((json.dumps([[script, *args], *paths, file_size, env or {}]) + '\n').encode())
         self.running = WarmProcess(self, [script, *args], self.next_number(), out, err)
         return self.running
 
@@ -625,14 +641,21 @@ def assert_quotes(quotes, numbers, block_of, name):
         f"{name} quotes a number the summaries do not give, or leaves one out"
 
 
-def train_with_ddp(tmp_path, args, record=False, stop=None):
+def train_with_ddp(warm, tmp_path, args, record=False, stop=None):
     """train.py's train() in two gloo processes under torchrun, as a user's `torchrun --nproc_per_node=2
     train.py ARGS` runs it; returns the state_dicts that rank 0 and rank 1 ended with, and with record=True each
     rank's record too: the window starts of its training batches, step by step, and the tokens its throughput
     counted. On the CPU even where a GPU is visible: one GPU cannot hold two ranks. One run per torchrun, as a user
     has it: a second train() in the same two ranks (a fresh process group after the first was destroyed) hung in 2
-    of 3 tries under load (torch 2.13, gloo), so the DDP tests cannot share one."""
+    of 3 tries under load (torch 2.13, gloo), so the DDP tests cannot share one.
+    torchrun is a fork of the worker's warm launcher (conftest.WarmLauncher: `python -m torch.distributed.run` in
+    a process of its own), and the ranks are forks of torchrun's agent (--run-path --start-method=fork): neither
+    imports torch again (1-2.5 s of CPU a process, three processes in each of seven runs), and each rank runs the
+    script as __main__ as a started one does. A run stopped by a terminal's Ctrl-C starts its ranks as `torchrun
+    script.py` does, in sessions of their own, which the Ctrl-C reaches only through torchrun's SIGTERM (forks
+    would get the SIGINT itself, and torchrun would close them before rank 0 saved)."""
     import json
+    import signal
     import textwrap
     import torch
     script = tmp_path / 'ddp_run.py'
@@ -665,20 +688,27 @@ def train_with_ddp(tmp_path, args, record=False, stop=None):
         with open(os.path.join({str(tmp_path)!r}, f"rank{{rank}}.json"), 'w') as f:
             json.dump(record, f)
     """))
-    command = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(script), *args]
-    # TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
-    env = dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', TMPDIR=str(tmp_path))
+    forks = [] if stop is not None and stop[0] == signal.SIGINT else ['--run-path', '--start-method=fork']
+    command = ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', *forks, str(script), *args]
+    # ENV's one thread and no CUDA; TMPDIR: torchrun leaves a torchelastic_* folder in the temporary folder at every run
+    env = dict(TMPDIR=str(tmp_path))
     if stop is not None:  # (signal, its moment: a function of rank 0's metrics.csv rows): a terminal's Ctrl-C or a kill
-        return stopped_ddp(command, env, *stop)
-    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+        return stopped_ddp(warm, command, env, *stop)
+    run = warm(*command, env=env)
+    try:
+        _, err = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, err[-3000:]
     states = [torch.load(tmp_path / f'rank{rank}.pt', weights_only=True) for rank in (0, 1)]
     if not record:
         return states
     return states, [json.loads((tmp_path / f'rank{rank}.json').read_text()) for rank in (0, 1)]
 
 
-def stopped_ddp(command, env, signum, when, step_seconds=0.5):
+def stopped_ddp(warm, command, env, signum, when, step_seconds=0.5):
     """A torchrun of train.py's two ranks, each step slowed by step_seconds, sent signum as a terminal sends Ctrl-C
     (to its whole process group: torchrun and both ranks) once when(rank 0's metrics.csv rows) holds; returns its
     exit code and what it printed."""
@@ -686,8 +716,8 @@ def stopped_ddp(command, env, signum, when, step_seconds=0.5):
     import time
     out_dir = next(arg.split('=', 1)[1] for arg in command if arg.startswith('--out_dir='))
     metrics = os.path.join(out_dir, 'metrics.csv')
-    with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=dict(env, STEP_SECONDS=str(step_seconds)), start_new_session=True) as run:
+    run = warm(*command, stderr='stdout', env=dict(env, STEP_SECONDS=str(step_seconds)))
+    try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and run.poll() is None:
             if os.path.exists(metrics) and when(read_csv_rows(metrics)):
@@ -698,6 +728,12 @@ def stopped_ddp(command, env, signum, when, step_seconds=0.5):
                 break
             time.sleep(0.05)
         printed, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            for pid in [run.pid, *descendants(run.pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            run.wait()
     return run.returncode, printed
 
 

@@ -1,6 +1,7 @@
 """ablate.py on the tiny corpus: every mode on the same batches, the outputs, skipping finished runs,
 resuming an interrupted one exactly, refusing to mix settings, and its command-line errors."""
 
+import contextlib
 import csv
 import json
 import math
@@ -15,7 +16,7 @@ import torch
 import ablate
 from lab import ablation_figure, ablation_grid, ablation_report, run_results
 import train
-from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args
+from conftest import REPO_ROOT, assert_one_line_error, run_in_process, tiny_train_args, without_matplotlib
 from model import TIE_MODES
 
 # The four metrics.csv columns of the copy probe, which runs made before it lack.
@@ -36,9 +37,12 @@ def ablation_args(data_dir, out_dir, *extra, **overrides):
     return args + ['--jobs=1'] + list(extra)
 
 
-def run_ablation(data_dir, out_dir, *extra, **overrides):
+def run_ablation(data_dir, out_dir, *extra, figures=False, **overrides):
+    """ablate.py in this process. figures=False: as without matplotlib (its figures' tests ask for them, and the
+    tests that draw curves of missing or non-finite values); drawing the two figures cost more than training."""
     args = ablation_args(data_dir, out_dir, *extra, **overrides)
-    return ablate.ablate(ablate.parse_args(args), args)
+    with contextlib.nullcontext() if figures else without_matplotlib():
+        return ablate.ablate(ablate.parse_args(args), args)
 
 
 def read_csv(path):
@@ -55,7 +59,7 @@ def run_files(out_dir):
 @pytest.fixture(scope='module')
 def every_mode(tiny_data, tmp_path_factory):
     out_dir = str(tmp_path_factory.mktemp('ablation'))
-    done = run_ablation(tiny_data, out_dir, '--seeds=2')
+    done = run_ablation(tiny_data, out_dir, '--seeds=2', figures=True)
     return out_dir, done
 
 
@@ -260,7 +264,7 @@ def test_runs_from_before_the_untie_row_and_the_copy_probe_are_skipped_and_summa
             writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
             writer.writeheader()
             writer.writerows(rows)
-    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,untied', figures=True)  # curves without the probes
     assert done['skipped'] == [('tied', 1337), ('untied', 1337)] and not done['trained']
     assert done['info']['repeat_rate'] is None
     for mode in ('tied', 'untied'):
@@ -290,7 +294,8 @@ def test_quick_preset_and_command_line_keys_win_over_it(tiny_data, tmp_path):
             '--progress=false', '--modes=tied,shuffle', '--max_iters=12']
     cfg = ablate.parse_args(args)
     assert cfg['max_iters'] == 12 and cfg['n_embd'] == ablate.QUICK['n_embd'] and cfg['out_dir'] == str(tmp_path)
-    done = ablate.ablate(cfg, args)
+    with without_matplotlib():
+        done = ablate.ablate(cfg, args)
     assert done['trained'] == [('tied', 1337), ('shuffle', 1337)]
     assert json.load(open(tmp_path / 'summary.json'))['config']['n_layer'] == ablate.QUICK['n_layer']
 
@@ -299,6 +304,7 @@ def test_rerun_skips_finished_runs_and_a_new_mode_trains_alone(tiny_data, tmp_pa
     out_dir = str(tmp_path)
     run_ablation(tiny_data, out_dir, '--modes=tied,untied')
     before = run_files(out_dir)
+    capsys.readouterr()  # that run's own lines (run_ablation: no figures there either)
     # Without matplotlib the tables are still written, with a hint; nothing is trained again.
     monkeypatch.setitem(sys.modules, 'matplotlib', None)
     done = run_ablation(tiny_data, out_dir, '--modes=tied,untied')
@@ -688,7 +694,8 @@ def test_a_run_that_diverges_is_a_result_of_the_grid_not_a_failure(tiny_data, tm
     the other rows are summarised as ever."""
     from lab.ablation_figure import row_loss
     out_dir = str(tmp_path / 'grid')
-    done = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000', max_iters=10, eval_interval=5)  # S x100 000
+    done = run_ablation(tiny_data, out_dir, '--modes=tied,pit_h100000', max_iters=10, eval_interval=5,
+                        figures=True)  # S x100 000; curves that end in NaN
     assert sorted(done['trained']) == [('pit_h100000', 1337), ('tied', 1337)]
     result = json.load(open(os.path.join(out_dir, 'pit_h100000-seed1337', 'result.json')))
     at = result['diverged']['iteration']

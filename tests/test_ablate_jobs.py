@@ -9,8 +9,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,7 +16,7 @@ import pytest
 import torch
 
 import ablate
-from conftest import ENV, REPO_ROOT, sigint_as_a_terminal_sends_it, tiny_train_args
+from conftest import tiny_train_args, without_matplotlib
 from lab import grid_runner, run_results
 
 GRID = dict(max_iters=20, eval_interval=10, log_interval=1)
@@ -65,7 +63,8 @@ def side_by_side(tiny_data, tmp_path_factory):
     with pytest.raises(ablate.RunsFailed) as failed:
         ablate.ablate(ablate.parse_args(args), args)
     args = grid_args(tiny_data, serial, '--modes=untied,tied', '--seeds=2', '--jobs=1')
-    done = ablate.ablate(ablate.parse_args(args), args)
+    with without_matplotlib():  # no test here looks at the figures (conftest.without_matplotlib)
+        done = ablate.ablate(ablate.parse_args(args), args)
     return parallel, serial, failed.value, done
 
 
@@ -121,7 +120,8 @@ def test_a_failed_run_is_named_with_its_logs_last_line_and_the_rest_go_on(side_b
     # Once the way is clear, the same command trains that run alone and summarises.
     os.rmdir(os.path.join(parallel, 'shuffle-seed1338', 'metrics.csv'))
     args = grid_args(tiny_data, parallel, '--modes=untied,tied,shuffle', '--seeds=2', '--jobs=1')
-    done = ablate.ablate(ablate.parse_args(args), args)
+    with without_matplotlib():
+        done = ablate.ablate(ablate.parse_args(args), args)
     assert done['trained'] == [('shuffle', 1338)] and len(done['skipped']) == 5
     assert json.load(open(os.path.join(parallel, 'summary.json')))['seeds'] == [1337, 1338]
 
@@ -151,7 +151,8 @@ def shared_grid(tiny_data, tmp_path_factory):
     releaser.start()
     out, err = io.StringIO(), io.StringIO()  # not a terminal, as under pytest's capture
     try:
-        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                without_matplotlib():
             patch.setattr(run_results, 'loss_by_frequency', evaluated_by_the_summary)  # this process only
             done = ablate.ablate(ablate.parse_args(args), args)
     finally:
@@ -189,11 +190,11 @@ def test_a_run_claimed_by_another_process_is_left_alone_until_it_is_free(shared_
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path):
-    proc = subprocess.Popen([sys.executable, 'ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied',
-                                                                     '--jobs=2', max_iters=5000, eval_interval=10)],
-                            cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=sigint_as_a_terminal_sends_it)
+def test_ctrl_c_stops_every_run_with_its_checkpoint_and_no_worker_is_left(tiny_data, tmp_path, warm):
+    # ablate.py as a process of its own, SIGINT at its default: a fork of the worker's warm launcher
+    # (conftest.WarmLauncher); its workers start as ablate.py starts them (multiprocessing's spawn)
+    proc = warm('ablate.py', *grid_args(tiny_data, str(tmp_path), '--modes=untied,tied', '--jobs=2', max_iters=5000,
+                                        eval_interval=10))
     run_dirs = [tmp_path / f'{mode}-seed1337' for mode in ('untied', 'tied')]
     deadline = time.time() + 120
     while not all((run_dir / 'ckpt.pt').exists() for run_dir in run_dirs):

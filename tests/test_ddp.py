@@ -25,21 +25,21 @@ RUNS = dict(
 
 
 @pytest.fixture
-def ddp(tiny_data, tmp_path):
+def ddp(tiny_data, tmp_path, warm):
     """ddp(name) -> (out_dir, rank 0's state_dict, rank 1's) of RUNS[name] trained by a torchrun of its own"""
     def train_run(name):
         out_dir = tmp_path / name
-        return (out_dir, *train_with_ddp(tmp_path, tiny_train_args(tiny_data, str(out_dir), **RUNS[name])))
+        return (out_dir, *train_with_ddp(warm, tmp_path, tiny_train_args(tiny_data, str(out_dir), **RUNS[name])))
     return train_run
 
 
 @pytest.fixture(scope='module')
-def tied_muon(tiny_data, tmp_path_factory):
+def tied_muon(tiny_data, tmp_path_factory, warm):
     """RUNS['tied_muon'] by a torchrun of its own, with each rank's record (conftest.train_with_ddp): (out_dir, the
     ranks' state_dicts, their records). Shared by the two tests below, which an xdist_group keeps in one worker: the
     resume test's uninterrupted run is this one."""
     folder = tmp_path_factory.mktemp('tied_muon')
-    states, records = train_with_ddp(folder, tiny_train_args(tiny_data, str(folder / 'out'), **RUNS['tied_muon']),
+    states, records = train_with_ddp(warm, folder, tiny_train_args(tiny_data, str(folder / 'out'), **RUNS['tied_muon']),
                                      record=True)
     return folder / 'out', states, records
 
@@ -87,7 +87,7 @@ def test_pit_under_ddp_keeps_the_ranks_identical_and_u_orthonormal(ddp):
 @pytest.mark.xdist_group('ddp_tied_muon')
 @pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGKILL], ids=['ctrl_c', 'kill'])
 def test_a_ddp_run_stopped_resumes_exactly_on_every_rank_with_the_printed_command(signum, tied_muon, tiny_data,
-                                                                                   tmp_path):
+                                                                                   tmp_path, warm):
     """Two ranks, float32, Muon, seed 1338, accumulation 2: 8 steps in one go (the tied_muon run), against the same
     run stopped by a terminal's Ctrl-C (torchrun and both ranks signalled: every rank stops at one iteration, rank 0
     saves) or killed after its checkpoint of iteration 4, then resumed by `--init_from=resume --out_dir=X` alone.
@@ -98,8 +98,8 @@ def test_a_ddp_run_stopped_resumes_exactly_on_every_rank_with_the_printed_comman
     out_dir = tmp_path / 'out'
     (tmp_path / 'first').mkdir()
     when = (lambda rows: len(rows) >= 3) if signum == signal.SIGINT else (lambda rows: len(rows) >= 6)
-    code, printed = train_with_ddp(tmp_path / 'first', tiny_train_args(tiny_data, str(out_dir), **RUNS['tied_muon']),
-                                   stop=(signum, when))
+    code, printed = train_with_ddp(warm, tmp_path / 'first', tiny_train_args(tiny_data, str(out_dir),
+                                                                             **RUNS['tied_muon']), stop=(signum, when))
     assert code != 0, printed[-2000:]
     saved = torch.load(out_dir / 'ckpt.pt', weights_only=True)
     assert saved['world_size'] == 2 and 0 < saved['iter_num'] < 8
@@ -111,7 +111,7 @@ def test_a_ddp_run_stopped_resumes_exactly_on_every_rank_with_the_printed_comman
         assert one['data_fingerprint'] == torch.load(tied_muon[0] / 'ckpt.pt', weights_only=True)['data_fingerprint']
         for name, tensor in one['model'].state_dict().items():  # the sums' order differs: not bit for bit
             assert torch.allclose(tensor, ranks[0][name], rtol=0, atol=1e-4), name
-    again, again_records = train_with_ddp(tmp_path, ['--init_from=resume', f'--out_dir={out_dir}'], record=True)
+    again, again_records = train_with_ddp(warm, tmp_path, ['--init_from=resume', f'--out_dir={out_dir}'], record=True)
     for rank in (0, 1):
         for name in ranks[rank]:
             assert torch.allclose(again[rank][name], ranks[rank][name], rtol=0, atol=1e-6), (rank, name)

@@ -14,7 +14,7 @@ import torch
 
 import ablate
 import train
-from conftest import assert_one_line_error, run_in_process, tiny_train_args
+from conftest import assert_one_line_error, run_in_process, tiny_train_args, without_matplotlib
 from lab import ablation_grid, ablation_report, run_results
 from lab.run_results import load_best
 from lib import run_files
@@ -28,10 +28,12 @@ from model import GPT, GPTConfig
 pytestmark = [pytest.mark.usefixtures('one_torch_thread'), pytest.mark.xdist_group('experiment5')]
 
 
-def run_ablation(data_dir, out_dir, *extra, **overrides):
+def run_ablation(data_dir, out_dir, *extra, figures=False, **overrides):
+    """ablate.py in this process; figures=False: as without matplotlib (conftest.without_matplotlib)."""
     args = tiny_train_args(data_dir, out_dir, **dict(dict(max_iters=30, eval_interval=5, log_interval=1), **overrides))
     args += ['--jobs=1', *extra]
-    return ablate.ablate(ablate.parse_args(args), args)
+    with nullcontext() if figures else without_matplotlib():
+        return ablate.ablate(ablate.parse_args(args), args)
 
 
 def read_csv(path):
@@ -118,7 +120,7 @@ def test_the_early_gradient_ratio_sums_the_first_fifth():
 @pytest.fixture(scope='module')
 def grid(tiny_data, tmp_path_factory):
     out_dir = str(tmp_path_factory.mktemp('exp5'))
-    done = run_ablation(tiny_data, out_dir, '--modes=untied,tied,tied_igs4', '--seeds=2')
+    done = run_ablation(tiny_data, out_dir, '--modes=untied,tied,tied_igs4', '--seeds=2', figures=True)
     return out_dir, done
 
 

@@ -30,9 +30,11 @@ def run_prepare(*args):
 
 
 def prepared(tmp_path, text=TEXT, *args, name="book.txt"):
+    """A text prepared by prepare.py's run_cli in this process (conftest.run_in_process: no interpreter start; with
+    --input, nothing to download); the tests of what a user meets run it as a process (run_prepare)."""
     source = tmp_path / name
     source.write_bytes(text.encode("utf-8"))
-    result = run_prepare(f"--input={source}", f"--out_dir={tmp_path / 'data'}", *args)
+    result = run_in_process("prepare.py", f"--input={source}", f"--out_dir={tmp_path / 'data'}", *args)
     assert result.returncode == 0, result.stderr
     return source, str(tmp_path / "data" / os.path.splitext(name)[0])
 

@@ -32,7 +32,7 @@ import train
 from lib.run_files import load_checkpoint
 from lib.command_line import UserError
 from conftest import (ENV, REPO_ROOT, assert_one_line_error, run, run_in_process, sigint_as_a_terminal_sends_it,
-                      tiny_corpus, tiny_train_args, train_tiny_run, warm_run)
+                      tiny_corpus, tiny_train_args, train_tiny_run, warm_run, without_matplotlib)
 from model import GPT, GPTConfig
 
 def start(script, *args, **kwargs):
@@ -363,7 +363,9 @@ save = torch.save
 def save_and_hold(*args, **kwargs):
     save(*args, **kwargs)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        print('final save written, not yet renamed', file=sys.stderr, flush=True)
+        # one write, line and newline: print's two could be split by the second Ctrl-C's KeyboardInterrupt
+        sys.stderr.write('final save written, not yet renamed\\n')
+        sys.stderr.flush()
         time.sleep(120)
 torch.save = save_and_hold
 sys.argv[0] = 'train.py'
@@ -411,36 +413,9 @@ def test_train_runs_outside_the_main_thread(tiny_data, tmp_path):
 
 # Importing torch costs seconds of CPU per process, too much for dozens of trials on a 2-core
 # runner. So one chain of trials starts every run cold, `python train.py ARGS` as a user does, and
-# a longer chain runs train.py in forks of one launcher that has imported torch once. A fork runs
-# train.py as __main__ in a process of its own, which the kill ends like any other; only the
-# interpreter's start is shared.
-LAUNCHER = """
-import os, runpy, sys, traceback
-import train  # imports torch, once
-import torch._dynamo  # what building an optimizer imports: another second per run otherwise
-for line in sys.stdin:
-    log, *argv = line.rstrip("\\n").split("\\t")
-    pid = os.fork()
-    if pid == 0:
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        sys.argv = ["train.py", *argv]
-        code = 0
-        try:
-            runpy.run_path("train.py", run_name="__main__")
-        except SystemExit as e:  # what the interpreter would make of it
-            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    print(pid, flush=True)
-    _, status = os.waitpid(pid, 0)
-    print(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status), flush=True)
-"""
+# a longer chain runs train.py in forks of the worker's warm launcher (conftest.WarmLauncher), which
+# has imported torch once. A fork runs train.py as __main__ in a process of its own, which the kill
+# ends like any other; only the interpreter's start is shared.
 # The cold chain shows that a run started as a user starts it behaves as the forks do (it was 6 trials: 2 show
 # it for a third of the CPU, about 3 s an interpreter start on a Zen 3); the forks carry the statistics.
 COLD_KILLS, FORKED_KILLS = 2, 40
@@ -455,16 +430,12 @@ def start_cold(argv, log):
     return process.pid, process.wait
 
 
-def forking_launcher():
-    """The launcher process, and a start function like start_cold that runs train.py in its forks."""
-    launcher = subprocess.Popen([sys.executable, '-c', LAUNCHER], cwd=REPO_ROOT, env=ENV, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
-
+def forked_start(warm):
+    """A start function like start_cold that runs train.py in a fork of the warm launcher."""
     def start_forked(argv, log):
-        launcher.stdin.write('\t'.join([log, *argv]) + '\n')
-        launcher.stdin.flush()
-        return int(launcher.stdout.readline()), lambda: int(launcher.stdout.readline())
-    return launcher, start_forked
+        process = warm('train.py', *argv, stdout=log, stderr='stdout')
+        return process.pid, process.wait
+    return start_forked
 
 
 def log_says(log, text):
@@ -516,17 +487,12 @@ def kill_chain(start_run, kills, data_dir, out_dir, seed, inside_saves=0):
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_always_leaves_a_loadable_checkpoint(tiny_data, tmp_path):
-    launcher, start_forked = forking_launcher()
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            cold = pool.submit(kill_chain, start_cold, COLD_KILLS, tiny_data, str(tmp_path / 'cold'), 0)
-            forked = pool.submit(kill_chain, start_forked, FORKED_KILLS, tiny_data, str(tmp_path / 'forked'), 1,
-                                 INSIDE_SAVES)
-            mid_save = cold.result() + forked.result()  # re-raises a chain's failure
-    finally:
-        launcher.stdin.close()
-        launcher.wait(timeout=60)
+def test_sigkill_at_random_moments_always_leaves_a_loadable_checkpoint(tiny_data, tmp_path, warm):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        cold = pool.submit(kill_chain, start_cold, COLD_KILLS, tiny_data, str(tmp_path / 'cold'), 0)
+        forked = pool.submit(kill_chain, forked_start(warm), FORKED_KILLS, tiny_data, str(tmp_path / 'forked'), 1,
+                             INSIDE_SAVES)
+        mid_save = cold.result() + forked.result()  # re-raises a chain's failure
     # Every trial got this far only with a loadable checkpoint.
     print(f"\nSIGKILL: {len(mid_save)} trials ({COLD_KILLS} cold, {len(mid_save) - COLD_KILLS} forked), {sum(mid_save)} landed "
           f"inside a save, {len(mid_save)} left a loadable checkpoint")
@@ -778,7 +744,8 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_the_runs_stay(tiny_dat
     # file-size limit (a fork of the warm launcher, conftest.WarmLauncher), which only has the summary left to write.
     args = ['--quick', f'--data_dir={tiny_data}', '--dataset=tiny', '--modes=tied', f'--out_dir={tmp_path}/grid',
             '--jobs=1']
-    assert run_in_process('ablate.py', *args).returncode == 0
+    with without_matplotlib():  # its figures are not what this test reads
+        assert run_in_process('ablate.py', *args).returncode == 0
     os.remove(tmp_path / 'grid' / 'summary.md')
     result = warm_run(warm, 'ablate.py', *args, timeout=120, file_size=2000)  # as a disk that is full
     line = assert_one_line_error(result, f'cannot write the summary in --out_dir={tmp_path}/grid/summary.md',
