@@ -281,7 +281,7 @@ def train_run(payload, progress):
     state = run_state(run_cfg['out_dir'], wanted, data)  # again: another process may have moved it on since planning
     if state == 'finished':
         return dict(status='skipped', line=f"{mode} seed {seed}: finished by another process, skipped")
-    if state:
+    if state or os.path.exists(os.path.join(run_cfg['out_dir'], 'ckpt.pt')):  # (one of iteration 0 too)
         run_cfg = dict(run_cfg, init_from='resume')
     progress.begin(state)
     device = pick_device(run_cfg['device'])

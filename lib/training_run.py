@@ -188,6 +188,9 @@ class Run:
             if (saved := ckpt.get('world_size', 1)) != proc.world_size and proc.master:
                 print(f"resume: {proc.world_size} process(es) from here on (the checkpoint was made by {saved}); "
                       f"each step reads the same windows, shared out among them")
+        elif os.path.exists(self.ckpt_path):  # a fresh start never replaces another run's checkpoint
+            raise UserError(f"{self.ckpt_path} holds an earlier run: continue it with --init_from=resume, or start "
+                            f"afresh with another --out_dir (or after moving that one away)")
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
             self.pretrained = start_from_pretrained(cfg, defaults, meta)
         if cfg['vocab_size'] is None:

@@ -156,6 +156,9 @@ BAD_INPUTS = {
                            ['--n_embd=64 disagrees with the checkpoint', 'made with n_embd=32']),
     'resume_without_checkpoint': ('train.py', ['--out_dir={tmp}/empty', '--init_from=resume'],
                                   ['no checkpoint at {tmp}/empty/ckpt.pt']),
+    # a fresh start never replaces a run's checkpoint (the run is the module's trained one, which later cases read)
+    'fresh_run_over_a_checkpoint': ('train.py', ['--out_dir={run}'],
+                                    ['{run}/ckpt.pt holds an earlier run: continue it with --init_from=resume']),
     'truncated_checkpoint': ('train.py', ['--out_dir={tmp}/truncated', '--init_from=resume'],
                              ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
     'corrupted_checkpoint': ('train.py', ['--out_dir={tmp}/garbage', '--init_from=resume'],
