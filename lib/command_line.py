@@ -56,8 +56,9 @@ def _from_text(text, kind):
     return ast.literal_eval(text)
 
 
-def _coerce(value, default, label):
-    """Convert value (text from the command line, or an object from a config file) to the type of default."""
+def coerce(value, default, label):
+    """Convert value (text from the command line, an object from a config file or a checkpoint) to the type of
+    default."""
     if default is None:
         if isinstance(value, str):
             with contextlib.suppress(Exception):  # text that is no Python literal stays text
@@ -88,7 +89,7 @@ def _unknown_key(key, defaults, spelling, where=""):
 
 
 def _set(config, key, value, defaults, choices, label):
-    config[key] = _coerce(value, defaults[key], label)
+    config[key] = coerce(value, defaults[key], label)
     if (allowed := choices.get(key)) is not None and config[key] not in allowed:
         raise UserError(f"{label}={config[key]!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
 

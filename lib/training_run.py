@@ -17,7 +17,7 @@ import os
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
-from lib.command_line import UserError, check_seed, given_keys, parse_config
+from lib.command_line import UserError, check_seed, coerce, given_keys, parse_config
 from lib.hf_gpt2 import start_from_pretrained
 from lib.device import ctrl_c_saves
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
@@ -102,8 +102,8 @@ def resume_settings(cfg, defaults):
     for key in defaults:
         if key in LOCAL_KEYS or key not in saved:  # not saved: a key newer than the checkpoint, at its default
             continue
-        if key not in given or cfg[key] == saved[key]:
-            cfg[key] = saved[key]
+        if key not in given or cfg[key] == saved[key]:  # of the type a typed one has, as a typed one is
+            cfg[key] = coerce(saved[key], defaults[key], f"{key} in the checkpoint {path}")
         elif key in FIXED_KEYS:
             raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved[key]}, "
                             f"which {FIXED_KEYS[key]} keeps; resume with --{key}={saved[key]} or without the option, "

@@ -139,3 +139,23 @@ def test_a_metrics_file_edited_by_hand_is_one_line_on_resume(tiny_data, tmp_path
     with pytest.raises(UserError, match=r'cannot read .*metrics\.csv to keep its rows before iteration 4 .*move it'):
         train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}', '--max_iters=6']))
     assert (out_dir / 'ckpt.pt').read_bytes() == before
+
+
+def test_every_setting_a_checkpoint_holds_is_checked_as_a_typed_one_is(tiny_data, tmp_path):
+    """The checkpoint's settings win, so they pass the check a typed setting passes: a checkpoint edited by hand (or
+    crafted) with any one setting of the wrong type is one line naming it, never a TypeError deep in train()."""
+    from lib.training_run import LOCAL_KEYS
+    out_dir = tmp_path / 'out'
+    train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir), max_iters=2, eval_interval=2)))
+    ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=False)
+    wrong = {bool: 'maybe', int: 'x', float: 'x', str: 3}
+    keys = [key for key, default in train.DEFAULTS.items() if default is not None and key not in LOCAL_KEYS]
+    assert {'batch_size', 'learning_rate', 'tie_mode', 'n_embd', 'compile'} <= set(keys)
+    for key in keys:
+        crafted = {part: dict(ckpt[part]) for part in ('config', 'model_args')}
+        for part in crafted.values():
+            if key in part:
+                part[key] = wrong[type(train.DEFAULTS[key])]
+        torch.save(dict(ckpt, **crafted), out_dir / 'ckpt.pt')
+        with pytest.raises(UserError, match=f'^{key} in the checkpoint .*ckpt.pt expects'):
+            train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}']))
