@@ -216,13 +216,15 @@ class Run:
     def _prepare_out_dir(self):
         out_dir = self.cfg['out_dir']
         make_folder(out_dir, '--out_dir')  # made if missing; a file in the way is one line
+        probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
         try:
-            probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
             with open(probe, 'w') as f:
                 f.write('ok')
-            os.remove(probe)
         except OSError as e:
             raise UserError(f"cannot write to --out_dir={out_dir}: {e.strerror}; choose a writable folder") from None
+        finally:  # made and then refused (a full disk): not left behind
+            with suppress(OSError):
+                os.remove(probe)
         for path in (self.ckpt_path, self.best_path, self.metrics_path):  # partial files of runs killed while saving
             remove_stale_temps(path)
 

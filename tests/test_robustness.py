@@ -563,6 +563,13 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
     assert temp_files(out_dir) == []
 
 
+def test_a_disk_too_full_for_the_write_probe_leaves_no_probe_behind(tiny_data, tmp_path, warm):
+    out_dir = str(tmp_path / 'out')
+    result = warm_run(warm, 'train.py', *tiny_train_args(tiny_data, out_dir), file_size=1)  # 'ok' is two bytes
+    assert_one_line_error(result, f'cannot write to --out_dir={out_dir}: File too large; choose a writable folder')
+    assert os.listdir(out_dir) == []
+
+
 # ---------------------------------------------------------------- out of memory during a run
 
 def refused_allocation():
