@@ -187,8 +187,7 @@ def depth_table():
 
 
 def summary_path(out_dir):
-    """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
-    under docs/results/, if any (out-exp7-X is experiment7-X, and so for experiment 8's)."""
+    """out_dir's summary.json, or where it is gone (out-*/ is not committed) its copy under docs/results/, if any."""
     path, kept = os.path.join(out_dir, 'summary.json'), committed_path(out_dir)
     return kept if not os.path.exists(path) and os.path.exists(kept) else path
 
@@ -208,19 +207,15 @@ def sweep_cells(out_dir, committed=False):
     with open(path, encoding='utf-8') as f:
         info = json.load(f)
     if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
-        info = merged_with_committed(out_dir, info)
+        # with the rows its stage committed under docs/results/ and did not train again: a stage taken up again on
+        # another machine trains only the rows it lacks. Their seeds must be the same.
+        with open(committed_path(out_dir), encoding='utf-8') as f:
+            kept = json.load(f)
+        if kept.get('seeds') != info.get('seeds'):
+            raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
+                             f"{kept.get('seeds')}; their rows cannot be read together")
+        info = dict(info, modes=kept['modes'] | info['modes'])
     return list(info['modes']), *rate_cells(info), family_cells(info)
-
-
-def merged_with_committed(out_dir, info):
-    """out_dir's summary with the rows its stage committed under docs/results/ that it did not train again: a
-    stage taken up again on another machine trains only the rows it lacks. Their seeds must be the same."""
-    with open(committed_path(out_dir), encoding='utf-8') as f:
-        kept = json.load(f)
-    if kept.get('seeds') != info.get('seeds'):
-        raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
-                         f"{kept.get('seeds')}; their rows cannot be read together")
-    return dict(info, modes=kept['modes'] | info['modes'])
 
 
 def family(row):
@@ -261,14 +256,6 @@ def best_cells(untied, tied, families=None):
     return {name: (cells, min(cells, key=cells.get)) for name, cells in every.items() if cells}
 
 
-def at_the_ladders_end(untied, tied, families=None):
-    """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
-    ends = (RUNGS[0], RUNGS[-1])
-    rates = [rate for name, (_, best) in best_cells(untied, tied, families).items()
-             for rate in (best if isinstance(best, tuple) else (best,))]
-    return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
-
-
 def missing_neighbours(untied, tied, families=None):
     """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best (and any family's
     with a head rate); tied's, and each other family's, either side."""
@@ -289,11 +276,13 @@ def best_rows(untied, tied, families=None):
 
 
 def inside(out_dir, cells):
-    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates."""
+    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates (a best rate
+    that is RUNGS' first or last has no neighbour beyond it to try)."""
     if missing := missing_neighbours(*cells):
         raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                          f"run its sweep stage again, which widens the grid")
-    if ends := at_the_ladders_end(*cells):
+    rates = [rate for _, best in best_cells(*cells).values() for rate in (best if isinstance(best, tuple) else (best,))]
+    if ends := [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in (RUNGS[0], RUNGS[-1]))]:
         raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
                          f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                          f"sweep stage again")
