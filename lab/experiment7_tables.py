@@ -198,19 +198,23 @@ def committed_path(out_dir):
     return os.path.join(RESULTS, name, 'summary.json')
 
 
+def load(path, first='run the sweep first (bash config/experiment7.sh sweep)'):
+    """The JSON at path (a summary); where it is missing, SystemExit saying what to run first."""
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} is missing: {first}")
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)
+
+
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lab.ablation_figure import rate_cells
     path = summary_path(out_dir) if committed else os.path.join(out_dir, 'summary.json')
-    if not os.path.exists(path):
-        raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
-    with open(path, encoding='utf-8') as f:
-        info = json.load(f)
+    info = load(path)
     if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
         # with the rows its stage committed under docs/results/ and did not train again: a stage taken up again on
         # another machine trains only the rows it lacks. Their seeds must be the same.
-        with open(committed_path(out_dir), encoding='utf-8') as f:
-            kept = json.load(f)
+        kept = load(committed_path(out_dir))
         if kept.get('seeds') != info.get('seeds'):
             raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
                              f"{kept.get('seeds')}; their rows cannot be read together")
@@ -348,8 +352,7 @@ def committed_rows(out_dir):
     """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
     if not os.path.exists(committed_path(out_dir)):
         return []
-    with open(committed_path(out_dir), encoding='utf-8') as f:
-        return list(json.load(f)['modes'])
+    return list(load(committed_path(out_dir))['modes'])
 
 
 def select_rows(out_dir, first_rows):
@@ -366,10 +369,8 @@ def select_rows(out_dir, first_rows):
         trained, untied, tied, others = sweep_cells(out_dir, committed=True)
         rows += trained + [row_name(name, key) for name, (cells, best) in best_cells(untied, tied, others).items()
                            for key in beyond_the_pick(cells, best)]
-    here, trained_here = os.path.join(out_dir, 'summary.json'), {}
-    if os.path.exists(here):
-        with open(here, encoding='utf-8') as f:
-            trained_here = json.load(f)['modes']
+    here = os.path.join(out_dir, 'summary.json')
+    trained_here = load(here)['modes'] if os.path.exists(here) else {}
     kept = [row for row in committed_rows(out_dir) if row not in trained_here]
     return [row for row in dict.fromkeys(rows) if row not in kept]
 
@@ -411,8 +412,7 @@ def write_curves(out_dir):
     if not os.path.exists(path):
         raise SystemExit(f"curves: {out_dir} has no summary.json (run its ablate.py command first, or name another "
                          f"folder)")
-    with open(path, encoding='utf-8') as f:
-        info = json.load(f)
+    info = load(path)
     rows = []
     for mode in info['modes']:
         for seed in info['seeds']:
