@@ -228,9 +228,8 @@ def family(row):
 
 
 def family_cells(info, key='val_loss_all'):
-    """{family: {shared matrix's rate: loss}} for a sweep's rows other than untied and plain tied (rate_cells has
-    those): a family is a row's name without its _eX and _hY, e.g. shuffle, tied_igs4, tied_untie; mean over seeds.
-    A family with a head rate (pit's S) is keyed (table rate, head rate), as untied is, its rows without one at x1."""
+    """{family(row): {shared matrix's rate: loss}}, mean over seeds, of a sweep's rows but untied and plain tied
+    (rate_cells'). A family with a head rate (pit's S) is keyed (table rate, head rate) as untied is; x1 if unnamed."""
     from lab.ablation_figure import row_loss
     from lab.ablation_grid import parse_row
     families = {}
