@@ -4,7 +4,7 @@ Run holds one run's files and every check that reads before the first write: the
 these settings and this data, the sizes against the machine's memory, out_dir. Then its checkpoints (train.py's
 checkpoint(), written to a temporary file beside it and renamed, so a kill at any moment leaves the previous one whole;
 lib/run_files.py reads them back), best.pt, metrics.csv, the one line for a resume that does not fit, and the guards
-that turn Ctrl-C, running out of memory and a non-finite loss into a saved checkpoint or one line saying what is kept."""
+that turn Ctrl-C, running out of memory and a non-finite loss into a saved checkpoint or a line saying what is kept."""
 
 import csv
 import io
