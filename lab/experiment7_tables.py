@@ -349,9 +349,8 @@ def row_key(row):
 
 def committed_rows(out_dir):
     """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
-    if not os.path.exists(committed_path(out_dir)):
-        return []
-    return list(load(committed_path(out_dir))['modes'])
+    path = committed_path(out_dir)
+    return list(load(path)['modes']) if os.path.exists(path) else []
 
 
 def select_rows(out_dir, first_rows):
