@@ -421,9 +421,6 @@ def ablate(cfg, argv=()):
 
 # ---------------------------------------------------------------- --plot_runs: runs drawn, nothing trained
 
-PLOT_KEYS = dict(plot_runs='', plot='runs.png')  # train.py out_dirs, comma separated; the PNG they are drawn into
-
-
 def run_curve(folder):
     """One train.py run's metrics.csv as the summary reads it (numbers, None where a cell is empty), its label (the tie
     mode its ckpt.pt was trained with) and its settings; a folder that is no finished run is one line naming it."""
@@ -450,7 +447,7 @@ def draw_runs(argv):
     if others := [arg for arg in argv if arg.partition('=')[0] not in ('--plot_runs', '--plot')]:
         raise UserError(f"--plot_runs draws finished runs and trains nothing: it takes --plot=FILE.png and no other "
                         f"option, got {others[0]}")
-    cfg = parse_config(PLOT_KEYS, argv)
+    cfg = parse_config(dict(plot_runs='', plot='runs.png'), argv)  # train.py out_dirs, comma separated; the PNG
     curves, info = {}, dict(labels={}, untie_iter=None, vocab_size=set(), title=[])
     for folder in dict.fromkeys(name.strip() for name in cfg['plot_runs'].split(',') if name.strip()):
         rows, label, run_cfg = run_curve(folder)

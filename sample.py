@@ -109,39 +109,34 @@ def main(argv):
 # the model's shape, the memory sampling needs
 
 def checked_prompt(cfg):
-    """The prompt to continue, once every setting is checked."""
+    """The prompt to continue (--start, or the text of its FILE:path), once every setting is checked."""
     for key in ('num_samples', 'max_new_tokens', 'top_k'):
         if cfg[key] < (1 if key == 'num_samples' else 0):
             raise UserError(f"--{key} must be {'positive' if key == 'num_samples' else 'zero or more'}, got {cfg[key]}")
     if not 0 <= cfg['temperature'] < float('inf'):  # nan fails this too
         raise UserError(f"--temperature must be a finite number, zero or more, got {cfg['temperature']}")
     check_seed(cfg['seed'])
-    prompt = read_prompt(cfg['start'])
+    if (prompt := cfg['start']).startswith('FILE:'):
+        path = prompt[len('FILE:'):]
+        if os.path.exists(path) and (stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode)):
+            raise UserError(f"--start=FILE:{path} is a device, which never ends; give a text file")  # /dev/zero
+        # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
+        # before, where the machine cannot hold them.
+        if short := memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None:
+            raise UserError(f"--start=FILE:{path} has {format_bytes(os.path.getsize(path))}; reading it needs "
+                            f"{short}; use a shorter prompt")
+        try:
+            with open(path, encoding='utf-8') as f:
+                prompt = f.read()
+        except FileNotFoundError:
+            raise UserError(f"--start=FILE:{path}: no such file") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"--start=FILE:{path} is not UTF-8 text (bad byte at offset {e.start})") from None
+        except OSError as e:
+            raise UserError(f"--start=FILE:{path}: {e.strerror}") from None
     if not prompt:
         raise UserError("--start is empty; give some text to continue, e.g. --start='\\n'")
     return prompt
-
-
-def read_prompt(start):
-    if not start.startswith('FILE:'):
-        return start
-    path = start[len('FILE:'):]
-    if os.path.exists(path) and (stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode)):
-        raise UserError(f"--start=FILE:{path} is a device, which never ends; give a text file")  # /dev/zero
-    # Its bytes and its text exist together while it is read (a quarter of a byte a byte at least): refused
-    # before, where the machine cannot hold them.
-    if short := memory_shortfall(os.path.getsize(path) * 5 // 4, 'cpu') if os.path.isfile(path) else None:
-        raise UserError(f"--start=FILE:{path} has {format_bytes(os.path.getsize(path))}; reading it needs {short}; "
-                        f"use a shorter prompt")
-    try:
-        with open(path, encoding='utf-8') as f:
-            return f.read()
-    except FileNotFoundError:
-        raise UserError(f"--start=FILE:{path}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise UserError(f"--start=FILE:{path} is not UTF-8 text (bad byte at offset {e.start})") from None
-    except OSError as e:
-        raise UserError(f"--start=FILE:{path}: {e.strerror}") from None
 
 
 def model_shape(ckpt, init_from):

@@ -175,8 +175,7 @@ def plot_runs(path, curves, info):
         mean_and_range(ax_loss, val_iters, val, k, 1, marker='o', markersize=3.5, linewidth=0.8,
                        label=info['labels'][run])
     reference_line(ax_loss, math.log(info['vocab_size']), 'log n')
-    ax_loss.set_xlabel('iteration')
-    ax_loss.set_ylabel('loss (nats/token)')
+    ax_loss.set(xlabel='iteration', ylabel='loss (nats/token)')
     ax_loss.set_title('loss: training steps (lines) and validation (dots)', fontsize=9)
     ax_loss.legend(fontsize=8)
     plot_copy(ax_copy, curves, info)

@@ -278,14 +278,11 @@ def summarize(cfg, runs, vocab_size, argv):
     return csv_rows, info, curves
 
 
-SEED_FREE = ('params', 'predicted_init_loss', 'log_n')  # the same for every seed: no ± 0
-
-
 def fmt(cell, spec, key):
     if cell['mean'] is None:
         return '–'
     text = spec.format(cell['mean'])
-    if cell['std'] is not None and key not in SEED_FREE:
+    if cell['std'] is not None and key not in ('params', 'predicted_init_loss', 'log_n'):  # seed-free: no ± 0
         text += ' ± ' + spec.format(cell['std'])
     if cell.get('seeds_reached', 0) < cell.get('seeds_probed', 0):
         text += f" ({cell['seeds_reached']} of {cell['seeds_probed']} seeds)"
@@ -327,23 +324,18 @@ PAIRED = ("mean of the per-seed differences, [95 % interval by Student's t on n 
 WELCH = "mean over seeds, [95 % interval by Welch's t]; **bold** where the interval excludes zero"
 
 
-def fmt_paired(paired, welch=None, decimals=3):
-    """A paired interval as fmt_interval writes it (bold where it excludes zero) and, where given, Welch's interval
-    of the same difference beside it."""
-    text = fmt_interval(*paired, decimals=decimals)
-    if welch and welch[1] is not None:
-        text += f" (Welch [{welch[1]:+.{decimals}f}, {welch[2]:+.{decimals}f}])"
-    return text
-
-
 def versus_table(info, columns, versus, welch=None):
     """The rows of a difference table ({mode: {key: interval}}) over columns [(key, header, ...)]; with welch (the
-    same shape), each cell is the paired interval followed by Welch's."""
+    same shape), each cell is the paired interval as fmt_interval writes it followed by Welch's, where it has one."""
     both = {mode: {key: (interval, (welch or {}).get(mode, {}).get(key)) for key, interval in cells.items()}
             for mode, cells in versus.items()}
-    return table_lines(info, [header for _, header, *_ in columns], both,
-                       lambda cells, i: fmt_paired(*cells.get(columns[i][0], ((None, None, None), None)),
-                                                   decimals=DIFF_DECIMALS.get(columns[i][0], 3)))
+
+    def cell(cells, i):
+        paired, other = cells.get(columns[i][0], ((None, None, None), None))
+        decimals = DIFF_DECIMALS.get(columns[i][0], 3)
+        return fmt_interval(*paired, decimals=decimals) + (
+            f" (Welch [{other[1]:+.{decimals}f}, {other[2]:+.{decimals}f}])" if other and other[1] is not None else "")
+    return table_lines(info, [header for _, header, *_ in columns], both, cell)
 
 
 def versus_lines(info, heading, columns, versus, welch):
@@ -454,9 +446,8 @@ def best_point_lines(info, versus, welch):
 
 def gradient_source_lines(info):
     """Claim 11: grad_out / grad_in over the first EARLY_FRACTION of training, mean and range over seeds."""
-    probed = {mode: [v for v in cells['grad_ratio_early']['per_seed'] if v is not None]
-              for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells}
-    probed = {mode: values for mode, values in probed.items() if values}
+    probed = {mode: values for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells
+              and (values := [v for v in cells['grad_ratio_early']['per_seed'] if v is not None])}
     if not probed:
         return []
     lines = ["", f"Where the gradient of the token matrix comes from in the first {100 * EARLY_FRACTION:g} % of "

@@ -187,8 +187,7 @@ def depth_table():
 
 
 def summary_path(out_dir):
-    """out_dir's summary.json, or where it is gone (on a machine without the runs: out-*/ is not committed) its copy
-    under docs/results/, if any (out-exp7-X is experiment7-X, and so for experiment 8's)."""
+    """out_dir's summary.json, or where it is gone (out-*/ is not committed) its copy under docs/results/, if any."""
     path, kept = os.path.join(out_dir, 'summary.json'), committed_path(out_dir)
     return kept if not os.path.exists(path) and os.path.exists(kept) else path
 
@@ -199,28 +198,28 @@ def committed_path(out_dir):
     return os.path.join(RESULTS, name, 'summary.json')
 
 
+def load(path, first='run the sweep first (bash config/experiment7.sh sweep)'):
+    """The JSON at path (a summary); where it is missing, SystemExit saying what to run first."""
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} is missing: {first}")
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)
+
+
 def sweep_cells(out_dir, committed=False):
     """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
     from lab.ablation_figure import rate_cells
     path = summary_path(out_dir) if committed else os.path.join(out_dir, 'summary.json')
-    if not os.path.exists(path):
-        raise SystemExit(f"{path} is missing: run the sweep first (bash config/experiment7.sh sweep)")
-    with open(path, encoding='utf-8') as f:
-        info = json.load(f)
+    info = load(path)
     if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
-        info = merged_with_committed(out_dir, info)
+        # with the rows its stage committed under docs/results/ and did not train again: a stage taken up again on
+        # another machine trains only the rows it lacks. Their seeds must be the same.
+        kept = load(committed_path(out_dir))
+        if kept.get('seeds') != info.get('seeds'):
+            raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
+                             f"{kept.get('seeds')}; their rows cannot be read together")
+        info = dict(info, modes=kept['modes'] | info['modes'])
     return list(info['modes']), *rate_cells(info), family_cells(info)
-
-
-def merged_with_committed(out_dir, info):
-    """out_dir's summary with the rows its stage committed under docs/results/ that it did not train again: a
-    stage taken up again on another machine trains only the rows it lacks. Their seeds must be the same."""
-    with open(committed_path(out_dir), encoding='utf-8') as f:
-        kept = json.load(f)
-    if kept.get('seeds') != info.get('seeds'):
-        raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
-                         f"{kept.get('seeds')}; their rows cannot be read together")
-    return dict(info, modes=kept['modes'] | info['modes'])
 
 
 def family(row):
@@ -229,9 +228,8 @@ def family(row):
 
 
 def family_cells(info, key='val_loss_all'):
-    """{family: {shared matrix's rate: loss}} for a sweep's rows other than untied and plain tied (rate_cells has
-    those): a family is a row's name without its _eX and _hY, e.g. shuffle, tied_igs4, tied_untie; mean over seeds.
-    A family with a head rate (pit's S) is keyed (table rate, head rate), as untied is, its rows without one at x1."""
+    """{family(row): {shared matrix's rate: loss}}, mean over seeds, of a sweep's rows but untied and plain tied
+    (rate_cells'). A family with a head rate (pit's S) is keyed (table rate, head rate) as untied is; x1 if unnamed."""
     from lab.ablation_figure import row_loss
     from lab.ablation_grid import parse_row
     families = {}
@@ -261,14 +259,6 @@ def best_cells(untied, tied, families=None):
     return {name: (cells, min(cells, key=cells.get)) for name, cells in every.items() if cells}
 
 
-def at_the_ladders_end(untied, tied, families=None):
-    """The best rates that are RUNGS' first or last: no neighbour beyond them can be tried, so not inside."""
-    ends = (RUNGS[0], RUNGS[-1])
-    rates = [rate for name, (_, best) in best_cells(untied, tied, families).items()
-             for rate in (best if isinstance(best, tuple) else (best,))]
-    return [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in ends)]
-
-
 def missing_neighbours(untied, tied, families=None):
     """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best (and any family's
     with a head rate); tied's, and each other family's, either side."""
@@ -289,11 +279,13 @@ def best_rows(untied, tied, families=None):
 
 
 def inside(out_dir, cells):
-    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates."""
+    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates (a best rate
+    that is RUNGS' first or last has no neighbour beyond it to try)."""
     if missing := missing_neighbours(*cells):
         raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
                          f"run its sweep stage again, which widens the grid")
-    if ends := at_the_ladders_end(*cells):
+    rates = [rate for _, best in best_cells(*cells).values() for rate in (best if isinstance(best, tuple) else (best,))]
+    if ends := [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in (RUNGS[0], RUNGS[-1]))]:
         raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
                          f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
                          f"sweep stage again")
@@ -357,10 +349,8 @@ def row_key(row):
 
 def committed_rows(out_dir):
     """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
-    if not os.path.exists(committed_path(out_dir)):
-        return []
-    with open(committed_path(out_dir), encoding='utf-8') as f:
-        return list(json.load(f)['modes'])
+    path = committed_path(out_dir)
+    return list(load(path)['modes']) if os.path.exists(path) else []
 
 
 def select_rows(out_dir, first_rows):
@@ -377,10 +367,8 @@ def select_rows(out_dir, first_rows):
         trained, untied, tied, others = sweep_cells(out_dir, committed=True)
         rows += trained + [row_name(name, key) for name, (cells, best) in best_cells(untied, tied, others).items()
                            for key in beyond_the_pick(cells, best)]
-    here, trained_here = os.path.join(out_dir, 'summary.json'), {}
-    if os.path.exists(here):
-        with open(here, encoding='utf-8') as f:
-            trained_here = json.load(f)['modes']
+    here = os.path.join(out_dir, 'summary.json')
+    trained_here = load(here)['modes'] if os.path.exists(here) else {}
     kept = [row for row in committed_rows(out_dir) if row not in trained_here]
     return [row for row in dict.fromkeys(rows) if row not in kept]
 
@@ -422,8 +410,7 @@ def write_curves(out_dir):
     if not os.path.exists(path):
         raise SystemExit(f"curves: {out_dir} has no summary.json (run its ablate.py command first, or name another "
                          f"folder)")
-    with open(path, encoding='utf-8') as f:
-        info = json.load(f)
+    info = load(path)
     rows = []
     for mode in info['modes']:
         for seed in info['seeds']:

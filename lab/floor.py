@@ -54,25 +54,21 @@ def kneser_ney_bigram_loss(pairs, val_ids, vocab_size, discount=DISCOUNT):
     return float(-np.log(p).mean())
 
 
-def run_sample(train_ids, iters, batch_size, block_size, seed):
-    """The bigrams of the windows one training run reads: train.py's data generator for this seed."""
-    import torch
-    from train import get_batch
-    tokens = torch.from_numpy(train_ids.astype(np.int64))
-    generator = torch.Generator().manual_seed(seed)
-    windows = [get_batch(tokens, batch_size, block_size, generator) for _ in range(iters)]
-    x = torch.cat([x for x, _, _ in windows]).numpy()
-    y = torch.cat([y for _, y, _ in windows]).numpy()
-    return np.stack([x.reshape(-1), y.reshape(-1)], axis=1), np.concatenate([x[:, :1].reshape(-1), y.reshape(-1)])
-
-
 def floors(data_dir, iters=200, batch_size=16, block_size=64, seed=1337):
     """{'unigram', 'bigram'} x {'whole', 'run'}: the four cross-entropies, and how many training tokens each read."""
+    import torch
     from lib.prepared_data import load_meta  # here: lab/floor.py also runs as a script, lib/ then found in main
+    from train import get_batch
     meta = load_meta(data_dir)
     read = lambda split: np.fromfile(os.path.join(data_dir, f'{split}.bin'), dtype=np.dtype(meta['dtype']))  # noqa: E731
     train_ids, val_ids, V = read('train'), read('val'), meta['vocab_size']
-    pairs, sample_tokens = run_sample(train_ids, iters, batch_size, block_size, seed)
+    # the bigrams of the windows one training run reads: train.py's data generator for this seed
+    tokens, generator = torch.from_numpy(train_ids.astype(np.int64)), torch.Generator().manual_seed(seed)
+    windows = [get_batch(tokens, batch_size, block_size, generator) for _ in range(iters)]
+    x = torch.cat([x for x, _, _ in windows]).numpy()
+    y = torch.cat([y for _, y, _ in windows]).numpy()
+    pairs = np.stack([x.reshape(-1), y.reshape(-1)], axis=1)
+    sample_tokens = np.concatenate([x[:, :1].reshape(-1), y.reshape(-1)])
     whole_pairs = np.stack([train_ids[:-1], train_ids[1:]], axis=1)
     return dict(
         unigram_whole=unigram_loss(train_ids, val_ids, V), bigram_whole=kneser_ney_bigram_loss(whole_pairs, val_ids, V),

@@ -58,8 +58,7 @@ class GridBar:
     def describe(self, running=None):
         self.running = self.running if running is None else running
         more = f", {self.running} running" if self.running else ""
-        self.bar.set_description(f"runs {self.runs_done}/{self.runs_total}{more}", refresh=False)
-        self.bar.refresh()
+        self.bar.set_description(f"runs {self.runs_done}/{self.runs_total}{more}")  # and redraws the bar
 
     def update(self, n=1):
         self.bar.update(n)

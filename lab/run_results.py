@@ -360,9 +360,7 @@ def lens_numbers(run_dir, cfg):
     if cached := read_cache(path, made_from, 'lens'):
         lens = cached[0]
     else:
-        model = run_files.model_from_checkpoint(run_files.load_checkpoint(ckpt_path, 'cpu'), ckpt_path)
-        splits, _ = load_splits(dict(cfg, block_size=model.config.block_size))
-        lens = tuned_lens.tuned_lens(model, splits, pick_device(cfg['device']))
+        lens = tuned_lens.tuned_lens_of_run(run_dir, cfg['data_dir'], pick_device(cfg['device']))
         write_cache(path, made_from, lens=lens)
     return {f'lens_{kind}_{layer}': value for layer, (tuned, logit) in enumerate(zip(lens['tuned'], lens['logit']))
             for kind, value in (('tuned', tuned), ('logit', logit), ('gap', tuned - lens['tuned'][-1]))}

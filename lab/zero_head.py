@@ -6,7 +6,6 @@ reaches on the same text; and whether this machine reproduces a run it is paired
     python lab/zero_head.py [adamw|muon|w160|w160_horizon ...]  # the out-exp8 folders where they are, else docs/results/
 """
 
-import json
 import os
 import sys
 
@@ -14,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lab.ablation_report import fmt_interval, paired_interval  # noqa: E402
-from lab.experiment7_tables import RESULTS, summary_path  # noqa: E402
+from lab.experiment7_tables import RESULTS, load, summary_path  # noqa: E402
 
 # What each setting's zero head is paired with: the committed five-seed runs of its arms (summary, mode, label), tied's
 # first, and the run its check stage trains again here (summary, mode) on their first seed
@@ -43,20 +42,14 @@ PAIRED_WITH = {
 }
 KEY = 'val_loss_all'  # the whole validation split after the last step
 REPRODUCED = 0.005    # nats: a committed run trained again here within this counts as the same run
-
-
-def load(path):
-    if not os.path.exists(path):
-        raise SystemExit(f"{path} is missing: run its stage first (bash config/experiment8.sh)")
-    with open(path, encoding='utf-8') as f:
-        return json.load(f)
+FIRST = 'run its stage first (bash config/experiment8.sh)'  # where a summary is missing
 
 
 def paired_table(setting):
     """The lines of one setting's table: a row per arm, its mean and its difference from the zero head."""
     arms, check_run = PAIRED_WITH[setting]['arms'], PAIRED_WITH[setting].get('check')
-    summaries = {name: load(os.path.join(RESULTS, name, 'summary.json')) for name, _, _ in arms}
-    fresh = load(summary_path(PAIRED_WITH[setting].get('runs', f'out-exp8-fresh-{setting}')))
+    summaries = {name: load(os.path.join(RESULTS, name, 'summary.json'), FIRST) for name, _, _ in arms}
+    fresh = load(summary_path(PAIRED_WITH[setting].get('runs', f'out-exp8-fresh-{setting}')), FIRST)
     for name, summary in summaries.items():
         if fresh['seeds'] != summary['seeds']:
             raise SystemExit(f"the zero head's seeds {fresh['seeds']} are not {name}'s {summary['seeds']}: nothing "
@@ -75,7 +68,7 @@ def paired_table(setting):
     if check_run is None:
         return lines
     check_name, check_mode = check_run
-    again = load(summary_path(f'out-exp8-check-{setting}'))['modes'][check_mode][KEY]['per_seed'][0]
+    again = load(summary_path(f'out-exp8-check-{setting}'), FIRST)['modes'][check_mode][KEY]['per_seed'][0]
     committed = summaries[check_name]['modes'][check_mode][KEY]['per_seed'][0]
     verdict = 'reproduced' if abs(again - committed) <= REPRODUCED else 'NOT reproduced: the pairing does not hold'
     lines += ['', f"{check_mode}, seed {fresh['seeds'][0]}, trained again here: {again:.4f} against the committed "

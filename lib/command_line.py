@@ -177,20 +177,17 @@ def key_meanings(*paths):
     return meanings
 
 
-def _defaults_sources():
-    """The files whose DEFAULTS --help reads: the script's own, then those of the scripts it takes keys from."""
-    main = getattr(sys.modules.get("__main__"), "__file__", None)
-    others = [module.__file__ for name, module in list(sys.modules.items())
-              if name in ("train", "ablate", "bench") and getattr(module, "__file__", None) not in (None, main)]
-    return [path for path in [main, *others] if path and path.endswith(".py") and os.path.isfile(path)]
-
-
 def _print_help(defaults, choices):
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
     print(f"usage: python {script} [config/FILE.py ...] [--key=value ...]")
-    if doc := getattr(sys.modules.get("__main__"), "__doc__", None):
+    main = sys.modules.get("__main__")
+    if doc := getattr(main, "__doc__", None):
         print(doc.strip().split("\n\n")[0])
-    meanings = key_meanings(*_defaults_sources())
+    # The meanings from the DEFAULTS of the script's own file, then of the scripts it takes keys from.
+    own = getattr(main, "__file__", None)
+    paths = [own] + [module.__file__ for name, module in list(sys.modules.items())
+                     if name in ("train", "ablate", "bench") and getattr(module, "__file__", None) not in (None, own)]
+    meanings = key_meanings(*[path for path in paths if path and path.endswith(".py") and os.path.isfile(path)])
     print("keys (defaults shown):")
     for key, default in defaults.items():
         shown = default if isinstance(default, str) and default.isprintable() and default else repr(default)

@@ -9,15 +9,9 @@ from lib.probes import GradSources
 
 
 class Instruments:
-    """What train.py's loop calls around each optimizer step, each piece optional and attached here, in one place:
-    - the gradient-source probe (lib/probes.GradSources), on the steps the loop logs or evaluates: metrics.csv's
-      grad_in and grad_out;
-    - --untie_at: at that iteration the shared matrix becomes two (lib/optimizers.untie_head), and the loop wraps
-      the model again (compile and DDP fix their parameters when they wrap);
-    - pit's retraction of its token memory onto orthonormal columns after every optimizer step
-      (model.GPT.after_optimizer_step; nothing for the other modes).
-    The copy probe needs no attaching: the evaluation reads it from the logits it computes anyway
-    (lib/probes.copy_probe)."""
+    """What train.py's loop calls around each optimizer step, each piece optional: the gradient-source probe on the
+    steps it logs or evaluates (metrics.csv's grad_in and grad_out), --untie_at's split, pit's retraction of its token
+    memory onto orthonormal columns. The copy probe needs no attaching: the evaluation reads it from its logits."""
 
     def __init__(self, model, optimizer, scaler, cfg):
         self.model, self.optimizer = model, optimizer

@@ -99,9 +99,7 @@ def largest_that_fits(need, device, given):
     """The largest value v from 0 to given with need(v) within memory_limit (need: bytes as a function of one
     size, growing with it), for a message that says what is allowed; 0 if not even 0 fits."""
     limit = memory_limit(device)[0]
-    low, high = 0, given  # the answer lies between them
-    if need(0) > limit:
-        return 0
+    low, high = 0, given  # the answer lies between them; where not even 0 fits, every middle fails and low stays 0
     while low < high:
         middle = (low + high + 1) // 2
         low, high = (middle, high) if need(middle) <= limit else (low, middle - 1)

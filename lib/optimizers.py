@@ -12,11 +12,6 @@ smaller step for the same rate: match_rms_adamw / original is 0.2 * sqrt(max(A, 
 for the 128 x 128 matrices (and each 128 x 128 slice of q, k, v), 4.53 for the MLP's 512 x 128, so 'original'
 would want rates 2.3-4.5x larger (about 0.02) to match muon_lr's default 8e-3 here.
 
-Which matrices are one map: c_attn holds q, k and v stacked (3d x d) for one matmul, but they are three maps,
-and Muon orthogonalises each map it is given as a whole; with --muon_qkv=split (the default) each d x d slice
-is orthogonalised on its own, with its own rate adjustment, as nanochat (separate matrices) and modded-nanogpt
-(a slice at a time) do. --muon_qkv=fused treats the stack as one 3d x d matrix, as experiment 6 did.
-
 A rate is also a decay: both optimizers decay a weight by lr * weight_decay a step, so an end's rate at x10 also decays
 it ten times harder. --ends_decay says what a sweep of the ends' rates holds fixed (docs/experiment6.md,
 "The controls"): 'coupled' (torch's, the default) the coefficient weight_decay; 'per_step' the decay per step,
@@ -33,8 +28,6 @@ from lib.run_files import older_version
 
 
 OPTIMIZERS = ('adamw', 'muon')
-MUON_LR_ADJUSTMENT = 'match_rms_adamw'
-LR_KEYS = ('embed_lr', 'head_lr', 'muon_lr')
 MUON_QKV = ('split', 'fused')
 ENDS_DECAY = ('coupled', 'per_step', 'none')
 # The rates and schedule a resume goes on with: a checkpoint from before any of these keys cannot say its run's.
@@ -48,7 +41,7 @@ KEPT_BY_THE_STATE = ('weight_decay', 'beta1', 'beta2', 'muon_momentum', 'muon_qk
 
 def check_optimizer_args(cfg):
     """The optimizer keys of train.py's command line, each bad value a one-line error naming it."""
-    for key in LR_KEYS:
+    for key in ('embed_lr', 'head_lr', 'muon_lr'):
         value = cfg.get(key)
         if value is None and key != 'muon_lr':
             continue
@@ -116,14 +109,13 @@ class SlicedMuon(torch.optim.Muon):
     def for_blocks(cls, model, groups, cfg, device_type):
         """Muon for the blocks' matrices (GPT.optimizer_groups' last group, 'muon') at --muon_lr and --muon_momentum."""
         # FOOTGUN: c_attn stacks q, k and v (3d x d) for one matmul, but they are three maps: Muon is told so, and
-        # (--muon_qkv=split) orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be.
+        # --muon_qkv=split orthogonalises each d x d slice on its own, as nanochat's separate q, k, v would be (fused,
+        # experiment 6's, the stack as one matrix). Newton-Schulz in float32 on a CPU that emulates bf16 (above).
         split = cfg.get('muon_qkv', 'split') == 'split'
         maps = {block.attn.c_attn.weight: 3 for block in model.blocks} if split else None
-        # Newton-Schulz in bfloat16 as torch's on a GPU and on a CPU with native bf16, in float32 on one that
-        # emulates it
         float32 = device_type == 'cpu' and not cpu_has_native_bf16()
         return cls(groups, maps=maps, float32=float32, lr=cfg['muon_lr'], momentum=cfg['muon_momentum'],
-                   adjust_lr_fn=MUON_LR_ADJUSTMENT)
+                   adjust_lr_fn='match_rms_adamw')
 
     def orthogonalise(self, update, group):
         if self.float32:

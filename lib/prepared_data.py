@@ -197,17 +197,6 @@ def compact_ids(ids):
     return np.searchsorted(kept, ids), kept
 
 
-def check_data_fits(data_dir, meta, limit):
-    """Refuse, before reading, prepared data that cannot be held in memory as load_splits holds it (int64, 8 bytes
-    a token, both splits at once, each split up to limit bytes; a larger one stays in its file): a machine that
-    overcommits would let numpy read until the kernel killed it."""
-    tokens = sum(n for n in (meta['train_tokens'], meta['val_tokens']) if 8 * n <= limit)  # load_meta matched the bins
-    if short := memory_shortfall(8 * tokens, 'cpu'):
-        raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: train.py holds a split "
-                        f"of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
-                        f"file); use less data or a machine with more memory")
-
-
 # A split whose int64 copy would be larger than this is read from its file as it is needed (memory-mapped, as NanoGPT
 # reads OpenWebText's 9 B tokens) instead of held in memory: GPT-2 small's 2.5 B tokens a run would be 20 GB a
 # process. Below it, memory is faster (one gather from a tensor a batch) and costs little.
@@ -249,7 +238,13 @@ def load_splits(cfg, in_memory_max_bytes=None):
     limit = IN_MEMORY_MAX_BYTES if in_memory_max_bytes is None else in_memory_max_bytes
     data_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     meta = load_meta(data_dir)  # UserError naming the prepare.py command if missing
-    check_data_fits(data_dir, meta, limit)
+    held = (f"train.py holds a split of up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays "
+            f"in its file); use less data or a machine with more memory")
+    # Refused before reading where the splits held (int64, both at once) cannot fit: a machine that overcommits would
+    # let numpy read until the kernel killed it.
+    tokens = sum(n for n in (meta['train_tokens'], meta['val_tokens']) if 8 * n <= limit)  # load_meta matched the bins
+    if short := memory_shortfall(8 * tokens, 'cpu'):
+        raise UserError(f"the prepared data in {data_dir} ({tokens:,} tokens) needs {short}: {held}")
     splits, started = {}, time.time()
     for split in ('train', 'val'):
         path = os.path.join(data_dir, f'{split}.bin')
@@ -268,9 +263,7 @@ def load_splits(cfg, in_memory_max_bytes=None):
             raise UserError(f"cannot read {path}: {e.strerror}; re-create it with python prepare.py "
                             f"--dataset={cfg['dataset']}") from None
         except MemoryError as e:  # numpy's, making a split's int64 copy
-            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: train.py holds a split of "
-                            f"up to {limit / 2 ** 30:g} GiB in memory, 8 bytes a token (a larger one stays in its "
-                            f"file); use less data or a machine with more memory") from None
+            raise UserError(f"out of memory ({out_of_memory_reason(e)}) reading {path}: {held}") from None
     if 'largest_id' not in meta:
         print(f"{data_dir}: prepared before meta.json recorded each split's largest id, so every token was read to "
               f"check it ({time.time() - started:.1f} s); prepare it again to start without reading the corpus")

@@ -23,8 +23,7 @@ def flops_per_token(model, seq_len=None):
 
 
 class Throughput:
-    """Tokens per second over logging windows, with evaluation time paused out of them, and the
-    MFU they mean on a GPU whose datasheet peak is known."""
+    """Tokens per second over logging windows, evaluation time paused out of them, and their MFU on a known GPU."""
 
     def __init__(self, model=None, block_size=None, device='cpu', dtype='float32'):
         self.started = time.time()

@@ -1,14 +1,10 @@
 """What train.py's loop leans on to be safe: its settings checked (parse_settings) and one run's files and guards (Run):
 
-parse_settings   the training settings of a command line (defaults, config files, --key=value) with every value
-                 checked, so that a mistake is one line naming the key and what it allows.
-Run              one run's files and every check that reads before the first write: the resume checkpoint and
-                 whether it fits these settings and this data, the sizes against the machine's memory, out_dir.
-                 Then its checkpoints (train.py's checkpoint(), written to a temporary file beside it and renamed,
-                 so a kill at any moment leaves the previous one whole; lib/run_files.py reads them back), best.pt,
-                 metrics.csv, the one line for a resume that does not fit, and the guards that turn Ctrl-C, running
-                 out of memory and a non-finite loss into a saved checkpoint or one line that says what is kept.
-resume_settings  a resume's settings: the checkpoint's, bar those its command line gives."""
+Run holds one run's files and every check that reads before the first write: the resume checkpoint and whether it fits
+these settings and this data, the sizes against the machine's memory, out_dir. Then its checkpoints (train.py's
+checkpoint(), written to a temporary file beside it and renamed, so a kill at any moment leaves the previous one whole;
+lib/run_files.py reads them back), best.pt, metrics.csv, the one line for a resume that does not fit, and the guards
+that turn Ctrl-C, running out of memory and a non-finite loss into a saved checkpoint or a line saying what is kept."""
 
 import csv
 import io
