@@ -20,7 +20,7 @@ from lab.experiment7_tables import RESULTS, load, summary_path  # noqa: E402
 NORMAL = 'untied, head N(0, σ²), at its best'
 PAIRED_WITH = {
     'adamw': dict(arms=[('experiment6-confirm-adamw', 'tied_e10', 'tied at its best'),
-                        ('experiment6-confirm-adamw', 'untied_e30_h3', NORMAL)],
+                        ('experiment6-confirm-adamw', 'untied_e10_h3', NORMAL)],
                   check=('experiment6-confirm-adamw', 'tied_e10')),
     'muon': dict(arms=[('experiment6-confirm-muon-split', 'tied_e10', 'tied at its best'),
                        ('experiment6-confirm-muon-split', 'untied_e10_h3', NORMAL)],
