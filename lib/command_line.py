@@ -88,7 +88,7 @@ def _unknown_key(key, defaults, spelling, where=""):
     return UserError(f"unknown key {spelling.format(key)}{where}{hint} (--help lists all keys)")
 
 
-def _set(config, key, value, defaults, choices, label):
+def set_setting(config, key, value, defaults, choices, label):
     config[key] = coerce(value, defaults[key], label)
     if (allowed := choices.get(key)) is not None and config[key] not in allowed:
         raise UserError(f"{label}={config[key]!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
@@ -241,7 +241,7 @@ def parse_config(defaults, argv, choices=None):
             for source, name, value in _config_settings(arg):
                 if name not in defaults:
                     raise _unknown_key(name, defaults, "'{}'", f" in {source}")
-                _set(config, name, value, defaults, choices, f"{name} in {source}")
+                set_setting(config, name, value, defaults, choices, f"{name} in {source}")
                 given.add(name)
             continue
         if not arg.startswith("--") or arg == "--" or arg.startswith("---"):
@@ -254,7 +254,7 @@ def parse_config(defaults, argv, choices=None):
             if not isinstance(defaults[key], bool):
                 raise UserError(f"--{key} needs a value: --{key}=VALUE")
             value = "true"
-        _set(config, key, value, defaults, choices, f"--{key}")
+        set_setting(config, key, value, defaults, choices, f"--{key}")
         given.add(key)
     return Settings(config, given)
 

@@ -13,9 +13,9 @@ from lib.memory import matrix_params, memory_shortfall, out_of_memory_reason
 from model import MODEL_KEYS, GPT, GPTConfig
 
 
-# What a resume (or sample.py) reads from a checkpoint; train.py's checkpoint() writes these and more.
-CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'best_val_loss', 'rng', 'data_fingerprint',
-                   'meta')
+# What a resume (or sample.py) reads from a checkpoint, of the type train.py's checkpoint() writes (and more keys).
+CHECKPOINT_KEYS = dict(model=dict, optimizer=dict, model_args=dict, config=dict, iter_num=int, best_val_loss=float,
+                       rng=dict, data_fingerprint=int, meta=dict)
 
 
 def load_checkpoint(path, device):
@@ -33,6 +33,10 @@ def load_checkpoint(path, device):
                         f"delete it to train from scratch, or restore a copy") from None
     if missing:
         raise UserError(f"checkpoint {path} lacks {', '.join(missing)}; it was not written by this train.py")
+    for key, kind in CHECKPOINT_KEYS.items():  # an edited (or crafted) file is one line, not a traceback further on
+        if isinstance(ckpt[key], bool) or not isinstance(ckpt[key], kind) or (kind is int and ckpt[key] < 0):
+            raise UserError(f"checkpoint {path} holds {key}={str(ckpt[key])[:40]!r}, not a {kind.__name__} train.py "
+                            f"writes; it was not written by this train.py")
     check_current(ckpt, path)
     return ckpt
 

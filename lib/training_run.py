@@ -13,7 +13,7 @@ import os
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
-from lib.command_line import UserError, check_seed, coerce, given_keys, parse_config
+from lib.command_line import UserError, check_seed, given_keys, parse_config, set_setting
 from lib.hf_gpt2 import start_from_pretrained
 from lib.device import ctrl_c_saves
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
@@ -37,6 +37,11 @@ def parse_settings(argv, defaults, extra_choices=None):
     cfg = parse_config(defaults, argv, choices)
     for key in switches:
         cfg[key] = {'True': 'true', '1': 'true', 'False': 'false', '0': 'false'}.get(cfg[key], cfg[key])
+    return check_settings(cfg)
+
+
+def check_settings(cfg):
+    """The checks every setting passes, typed or a checkpoint's (resume_settings)."""
     for keys, allows, must in (
             (('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters', 'log_interval'),
              lambda v: v >= 1, 'a positive integer'), (('max_iters', 'warmup_iters'), lambda v: v >= 0, 'zero or more'),
@@ -98,15 +103,18 @@ def resume_settings(cfg, defaults):
     for key in defaults:
         if key in LOCAL_KEYS or key not in saved:  # not saved: a key newer than the checkpoint, at its default
             continue
-        if key not in given or cfg[key] == saved[key]:  # of the type a typed one has, as a typed one is
-            cfg[key] = coerce(saved[key], defaults[key], f"{key} in the checkpoint {path}")
+        if key not in given or cfg[key] == saved[key]:  # checked as a typed one is, here and below
+            set_setting(cfg, key, saved[key], defaults, CHOICES, f"{key} in the checkpoint {path}")
         elif key in FIXED_KEYS:
             raise UserError(f"--{key}={cfg[key]} disagrees with the checkpoint {path}, made with {key}={saved[key]}, "
                             f"which {FIXED_KEYS[key]} keeps; resume with --{key}={saved[key]} or without the option, "
                             f"or start a new --out_dir")
         elif os.environ.get('RANK', '0') == '0':
             print(f"resume: --{key}={cfg[key]} from here on (the checkpoint was made with {key}={saved[key]})")
-    return cfg, ckpt
+    try:
+        return check_settings(cfg), ckpt
+    except UserError as e:
+        raise UserError(f"checkpoint {path}: {e}") from None
 
 
 DATA_IDENTITY = ('source_sha256', 'source_bytes', 'train_tokens', 'val_tokens')  # meta.json's record of the text
@@ -243,7 +251,7 @@ class Run:
         path, device = self.ckpt_path, self.proc.device
         try:
             yield
-        except (RuntimeError, ValueError, KeyError) as e:
+        except (RuntimeError, ValueError, KeyError, TypeError) as e:  # TypeError: a generator state edited by hand
             if out_of_memory_reason(e):  # the optimizer's state, on a device that is full
                 raise UserError(f"out of memory ({out_of_memory_reason(e)}) loading {path} onto {device}; "
                                 f"free memory on {device}, or use another --device") from None

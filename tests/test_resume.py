@@ -141,21 +141,47 @@ def test_a_metrics_file_edited_by_hand_is_one_line_on_resume(tiny_data, tmp_path
     assert (out_dir / 'ckpt.pt').read_bytes() == before
 
 
-def test_every_setting_a_checkpoint_holds_is_checked_as_a_typed_one_is(tiny_data, tmp_path):
-    """The checkpoint's settings win, so they pass the check a typed setting passes: a checkpoint edited by hand (or
-    crafted) with any one setting of the wrong type is one line naming it, never a TypeError deep in train()."""
-    from lib.training_run import LOCAL_KEYS
+def test_every_setting_a_checkpoint_holds_is_checked_as_a_typed_one_is(tiny_data, tmp_path, monkeypatch):
+    """The checkpoint's settings win, so they pass the checks a typed setting passes: a checkpoint edited by hand (or
+    crafted) with any one setting changed is refused in one line wherever the same value typed is, and any one of
+    its fields of another type than train.py writes is one line too, never a traceback deep in train()."""
+    from lib import training_run
+    from lib.run_files import CHECKPOINT_KEYS, load_checkpoint
+    from lib.training_run import LOCAL_KEYS, resume_settings
     out_dir = tmp_path / 'out'
     train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir), max_iters=2, eval_interval=2)))
     ckpt = torch.load(out_dir / 'ckpt.pt', weights_only=False)
-    wrong = {bool: 'maybe', int: 'x', float: 'x', str: 3}
-    keys = [key for key, default in train.DEFAULTS.items() if default is not None and key not in LOCAL_KEYS]
-    assert {'batch_size', 'learning_rate', 'tie_mode', 'n_embd', 'compile'} <= set(keys)
+    resume = train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}'])
+
+    def refused(edited, saved=False):  # the settings' edits are handed over as loaded, the fields' saved and read
+        if saved:
+            torch.save(edited, out_dir / 'ckpt.pt')
+        monkeypatch.setattr(training_run, 'load_checkpoint', load_checkpoint if saved else lambda *_: edited)
+        try:
+            resume_settings(resume, train.DEFAULTS)
+        except UserError:
+            return True
+        return False
+
+    keys = [key for key, default in train.DEFAULTS.items() if key not in LOCAL_KEYS]
+    assert {'batch_size', 'learning_rate', 'tie_mode', 'n_embd', 'compile', 'untie_at', 'vocab_size'} <= set(keys)
+    refusals = 0
     for key in keys:
-        crafted = {part: dict(ckpt[part]) for part in ('config', 'model_args')}
-        for part in crafted.values():
-            if key in part:
-                part[key] = wrong[type(train.DEFAULTS[key])]
-        torch.save(dict(ckpt, **crafted), out_dir / 'ckpt.pt')
-        with pytest.raises(UserError, match=f'^{key} in the checkpoint .*ckpt.pt expects'):
-            train.train(train.parse_train_args(['--init_from=resume', f'--out_dir={out_dir}']))
+        text = isinstance(train.DEFAULTS[key], str)
+        for value in (['x', 'tide'] if text else [-1, 0, 1.5, 2 ** 70, float('nan'), 'x', True]):
+            edited = dict(ckpt, **{part: dict(ckpt[part]) for part in ('config', 'model_args')})
+            for part in ('config', 'model_args'):
+                if key in edited[part]:
+                    edited[part][key] = value
+            try:
+                train.parse_train_args([f'--{key}={value}'])
+                typed_refused = False
+            except UserError:
+                typed_refused = True
+            # refused where typed it is (a bool's 0 typed is the text '0', false; from a file the number, refused)
+            assert refused(edited) or not typed_refused, (key, value)
+            refusals += typed_refused
+    assert refusals > 100  # the planted values do reach the checks
+    for key, kind in CHECKPOINT_KEYS.items():
+        assert refused(dict(ckpt, **{key: 'x'}), saved=True), key
+    assert refused(dict(ckpt, iter_num=-50), saved=True)
