@@ -66,6 +66,7 @@ calibrated model would give): from there on the model copies no more than the te
 model with identity blocks starts near copy_prob 1 (docs/initial-loss.md, (*)); the other modes start near 1/n, which is
 below the line wherever the text repeats more than one token in 2n."""
 
+import contextlib
 import csv
 import json
 import os
@@ -283,6 +284,10 @@ def train_run(payload, progress):
         return dict(status='skipped', line=f"{mode} seed {seed}: finished by another process, skipped")
     if state or os.path.exists(os.path.join(run_cfg['out_dir'], 'ckpt.pt')):  # (one of iteration 0 too)
         run_cfg = dict(run_cfg, init_from='resume')
+    else:  # killed before its first checkpoint: what it left is this run's own, started again from scratch
+        for name in (run_files.BEST_FILE, 'metrics.csv'):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):  # (a folder: train.py's one line)
+                os.remove(os.path.join(run_cfg['out_dir'], name))
     progress.begin(state)
     device = pick_device(run_cfg['device'])
     print(f"ablate.py: pid {os.getpid()} trains {mode} seed {seed}, "

@@ -121,6 +121,7 @@ def process_group(cfg):
     proc = Process()
     proc.ddp = int(os.environ.get('RANK', -1)) != -1
     with contextlib.ExitStack() as stack:
+        proc.on_exit = stack.callback  # what the run holds until it ends (its out_dir's lock)
         if proc.ddp:
             from torch.distributed import destroy_process_group, init_process_group, new_group
             proc.rank, proc.local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])

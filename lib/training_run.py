@@ -7,6 +7,7 @@ lib/run_files.py reads them back), best.pt, metrics.csv, the one line for a resu
 that turn Ctrl-C, running out of memory and a non-finite loss into a saved checkpoint or a line saying what is kept."""
 
 import csv
+import fcntl
 import io
 import math
 import os
@@ -192,9 +193,6 @@ class Run:
             if (saved := ckpt.get('world_size', 1)) != proc.world_size and proc.master:
                 print(f"resume: {proc.world_size} process(es) from here on (the checkpoint was made by {saved}); "
                       f"each step reads the same windows, shared out among them")
-        elif os.path.exists(self.ckpt_path):  # a fresh start never replaces another run's checkpoint
-            raise UserError(f"{self.ckpt_path} holds an earlier run: continue it with --init_from=resume, or start "
-                            f"afresh with another --out_dir (or after moving that one away)")
         elif cfg['init_from'] != 'scratch':  # GPT-2's weights; cfg's model keys become its shape
             self.pretrained = start_from_pretrained(cfg, defaults, meta)
         if cfg['vocab_size'] is None:
@@ -220,6 +218,17 @@ class Run:
     def _prepare_out_dir(self):
         out_dir = self.cfg['out_dir']
         make_folder(out_dir, '--out_dir')  # made if missing; a file in the way is one line
+        lock = os.open(out_dir, os.O_RDONLY)  # held until the run ends: one train.py writes an out_dir at a time
+        self.proc.on_exit(os.close, lock)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"--out_dir={out_dir} is in use by another train.py; wait for it to end, or choose "
+                            f"another --out_dir") from None
+        found = [os.path.basename(p) for p in (self.ckpt_path, self.best_path, self.metrics_path) if os.path.lexists(p)]
+        if found and self.ckpt is None:  # a fresh start never replaces another run's files
+            raise UserError(f"--out_dir={out_dir} holds an earlier run's {', '.join(found)}: resume it with "
+                            f"--init_from=resume, or start afresh with another --out_dir (or after moving those away)")
         probe = os.path.join(out_dir, f'.write-test-{os.getpid()}')
         try:
             with open(probe, 'w') as f:

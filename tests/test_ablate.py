@@ -360,6 +360,20 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_exactly(tiny_data, tmp_p
     assert [[r[k] for k in key] for r in rows_b] == [[r[k] for k in key] for r in rows_a]
 
 
+def test_a_run_killed_before_its_first_checkpoint_starts_again_over_what_it_left(tiny_data, tmp_path):
+    """train.py never starts afresh over a run's files; ablate.py's own run, killed before any checkpoint, left
+    metrics.csv (and best.pt) that are its to replace: the run trains from scratch, as if never started."""
+    budget = dict(max_iters=6, eval_interval=6)
+    straight = run_ablation(tiny_data, str(tmp_path / 'straight'), '--modes=shuffle', **budget)
+    run_dir = tmp_path / 'killed' / 'shuffle-seed1337'
+    run_dir.mkdir(parents=True)
+    (run_dir / 'metrics.csv').write_text('iter,step_loss\n0,9.9\n')
+    (run_dir / 'best.pt').write_bytes(b'half-written')
+    again = run_ablation(tiny_data, str(tmp_path / 'killed'), '--modes=shuffle', **budget)
+    assert again['trained'] == [('shuffle', 1337)]
+    assert again['info']['modes']['shuffle']['final_val_loss'] == straight['info']['modes']['shuffle']['final_val_loss']
+
+
 def test_an_untie_row_interrupted_after_its_untie_resumes_exactly(tiny_data, tmp_path):
     # Untie at iteration round(2/3 * 12) = 8, checkpoints every 3: the one at iteration 9 has two matrices.
     budget = dict(max_iters=12, eval_interval=3)

@@ -158,7 +158,8 @@ BAD_INPUTS = {
                                   ['no checkpoint at {tmp}/empty/ckpt.pt']),
     # a fresh start never replaces a run's checkpoint (the run is the module's trained one, which later cases read)
     'fresh_run_over_a_checkpoint': ('train.py', ['--out_dir={run}'],
-                                    ['{run}/ckpt.pt holds an earlier run: continue it with --init_from=resume']),
+                                    ["--out_dir={run} holds an earlier run's ckpt.pt, best.pt, metrics.csv: resume it "
+                                     "with --init_from=resume"]),
     'truncated_checkpoint': ('train.py', ['--out_dir={tmp}/truncated', '--init_from=resume'],
                              ['checkpoint {tmp}/truncated/ckpt.pt is unreadable, truncated or corrupted']),
     'corrupted_checkpoint': ('train.py', ['--out_dir={tmp}/garbage', '--init_from=resume'],
@@ -561,6 +562,39 @@ def test_full_disk_gives_one_line_and_keeps_the_previous_checkpoint(full_at, mes
                                                    best=os.path.join(out_dir, run_files.BEST_FILE))
     assert load_and_build(ckpt_path)['iter_num'] == 10
     assert temp_files(out_dir) == []
+
+
+@pytest.mark.parametrize('left', [('ckpt.pt',), ('best.pt',), ('metrics.csv',), ('best.pt', 'metrics.csv'), 'link'])
+def test_a_fresh_start_never_replaces_any_file_of_an_earlier_run(left, tiny_data, trained, tmp_path):
+    """Whatever an earlier run left in out_dir (its checkpoint, or only best.pt and metrics.csv of a run killed
+    before its first checkpoint, or a checkpoint's link whose disk is not mounted), a fresh start refuses to write
+    over it, in one line, every byte kept."""
+    out_dir = tmp_path / 'out'
+    out_dir.mkdir()
+    if left == 'link':
+        os.symlink(tmp_path / 'unmounted' / 'ckpt.pt', out_dir / 'ckpt.pt')
+    else:
+        for name in left:
+            shutil.copyfile(os.path.join(trained, name), out_dir / name)
+    before = {name: os.readlink(out_dir / name) if left == 'link' else (out_dir / name).read_bytes()
+              for name in os.listdir(out_dir)}
+    with pytest.raises(UserError, match=f"--out_dir={out_dir} holds an earlier run's .*: resume it"):
+        train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir))))
+    assert before == {name: os.readlink(out_dir / name) if left == 'link' else (out_dir / name).read_bytes()
+                      for name in os.listdir(out_dir)}
+
+
+def test_an_out_dir_another_train_py_holds_is_one_line_until_it_is_free(tiny_data, tmp_path):
+    import fcntl
+    out_dir = tmp_path / 'out'
+    out_dir.mkdir()
+    other = os.open(out_dir, os.O_RDONLY)  # as the other train.py holds it while it runs
+    fcntl.flock(other, fcntl.LOCK_EX)
+    with pytest.raises(UserError, match=f'--out_dir={out_dir} is in use by another train.py'):
+        train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir))))
+    assert os.listdir(out_dir) == []
+    os.close(other)
+    assert train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir))))['iters'] > 0
 
 
 def test_a_disk_too_full_for_the_write_probe_leaves_no_probe_behind(tiny_data, tmp_path, warm):
