@@ -11,6 +11,7 @@ import fcntl
 import io
 import math
 import os
+import shlex
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
@@ -401,5 +402,5 @@ class Run:
             import torch.distributed as dist
             dist.barrier(group=self.proc.cpu_group)
         return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.ckpt_path}; "
-                                 f"continue with --init_from=resume --out_dir={self.cfg['out_dir']}")
+                                 f"continue with --init_from=resume {shlex.quote('--out_dir=' + self.cfg['out_dir'])}")
 

@@ -6,6 +6,7 @@ refused, and data prepared again under the run's name is refused, each in one li
 
 import os
 import re
+import shlex
 import signal
 
 import pytest
@@ -70,12 +71,12 @@ def uninterrupted(tiny_data, tmp_path_factory):
 @pytest.mark.parametrize('name', list(CASES))
 def test_a_stopped_run_resumed_with_the_printed_command_ends_bit_for_bit_where_it_would_have(
         name, how, uninterrupted, tiny_data, tmp_path, monkeypatch, capsys):
-    out_dir = str(tmp_path / 'out')
+    out_dir = str(tmp_path / "my run's out")  # the printed command is pasted into a shell: quoted
     stop_at(monkeypatch, 6, how)  # Ctrl-C saves iteration 7; a kill leaves iteration 4's checkpoint, 2 steps on
     with pytest.raises((KeyboardInterrupt, Killed)) as stopped:
         train.train(train.parse_train_args(tiny_train_args(tiny_data, out_dir, **CASES[name])))
     if how == 'ctrl_c':
-        command = re.search(r'continue with (.*)$', str(stopped.value)).group(1).split()
+        command = shlex.split(re.search(r'continue with (.*)$', str(stopped.value)).group(1))
     else:
         command = ['--init_from=resume', f'--out_dir={out_dir}']  # the same line, which a kill never prints
     assert command == ['--init_from=resume', f'--out_dir={out_dir}']
