@@ -176,12 +176,6 @@ def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
     return model
 
 
-# Keys a pretrained start fixes: a value given for one must be the pretrained one. The init keys
-# only shape a fresh initialisation, which a pretrained start replaces, so any value is a mistake.
-FIXED_BY_PRETRAINED = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx')
-INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init')  # an untied head starts as the table
-
-
 def start_from_pretrained(cfg, defaults, meta):
     """train.py --init_from=gpt2|...|PATH: the pretrained GPT, with cfg's model keys set to its shape.
 
@@ -192,11 +186,11 @@ def start_from_pretrained(cfg, defaults, meta):
     Everything is checked before any weights are read."""
     name, given = cfg['init_from'], given_keys(cfg, defaults)
     pretrained = pretrained_args(name)
-    for key in FIXED_BY_PRETRAINED:
+    for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx'):  # the shape
         if key in given and cfg[key] != pretrained[key]:
             raise UserError(f"--{key}={cfg[key]} cannot change the pretrained {name}, which has {key}="
                             f"{pretrained[key]}; drop --{key}, or train from scratch")
-    for key in INIT_ONLY:
+    for key in ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init'):  # an untied head starts as the table
         if key in given:
             raise UserError(f"--{key} shapes a fresh initialisation, which --init_from={name} replaces with "
                             f"pretrained weights; drop --{key}")
