@@ -64,8 +64,7 @@ def pretrained_args(name_or_path):
         path = os.path.join(name_or_path, 'config.json')
         try:
             with open(path, encoding='utf-8') as f:
-                hc = json.load(f)
-            return model_args(hc, path)
+                return model_args(json.load(f), path)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             reason = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
             raise UserError(f"{name_or_path} is not a folder written by transformers' save_pretrained "
