@@ -62,10 +62,8 @@ DEFAULTS = dict(
 )
 
 
-# Rows for a shared matrix that no init of this project's touched: "which way the line points".
-# 'default-X-owns': init_weights, then the shared matrix as module X's constructor left it (the
-# rest of the model as this project initialises it, so (*) can be checked). 'all-default-X-owns':
-# every module as PyTorch's constructors left it, i.e. a model with no custom init at all.
+# --default_init's rows, "which way the line points" (pytorch_default_init): the shared matrix as module X drew it,
+# the rest as init_weights has it so that (*) can be checked; or, all-default, no init of ours at all.
 DEFAULT_INITS = ('default-embedding-owns', 'default-linear-owns')
 ALL_DEFAULT_INITS = ('all-default-embedding-owns', 'all-default-linear-owns')
 
@@ -298,14 +296,13 @@ def main(argv):
             except ValueError as e:
                 raise UserError(str(e)) from None
             ours = 'custom' if init == 'zero-head' else init  # the zero head is init_weights' own, as head_init says
-            token_std, position_std = default_init_stds(ours, cfg.n_embd)
             check_memory(cfg, args)
             with out_of_memory_is_user_error(lambda: memory_advice(args)):
                 losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'], ours)
             for emb_scale, (measured, spread) in losses.items():
                 cfg.emb_scale = emb_scale
                 rows[emb_scale].append((mode, init, measured, spread,
-                                        predicted_initial_loss(cfg, token_std, position_std)))
+                                        predicted_initial_loss(cfg, *default_init_stds(ours, cfg.n_embd))))
         for emb_scale, mode_rows in rows.items():
             for mode, init, measured, spread, predicted in mode_rows:
                 if args['json']:
