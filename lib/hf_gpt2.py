@@ -42,15 +42,14 @@ def model_args(hc, where):
     n_embd = hc['n_embd']
     activation = hc.get('activation_function', 'gelu_new')
     epsilon = hc.get('layer_norm_epsilon', LAYER_NORM_EPS)
-    problems = [words for wrong, words in (
+    if problems := [words for wrong, words in (
         (hc.get('model_type', 'gpt2') != 'gpt2', f"model_type is {hc.get('model_type')!r}, not 'gpt2'"),
         (activation not in GELU_APPROX, f"activation_function {activation!r} (allowed: {', '.join(GELU_APPROX)})"),
         (hc.get('n_inner') not in (None, 4 * n_embd), f"n_inner {hc.get('n_inner')} (the MLP here is 4 x n_embd = "
                                                       f"{4 * n_embd})"),
         (abs(epsilon - LAYER_NORM_EPS) > 1e-12, f"layer_norm_epsilon {epsilon} (here {LAYER_NORM_EPS})"),
         (hc.get('scale_attn_by_inverse_layer_idx') or not hc.get('scale_attn_weights', True),
-         "a non-standard attention scaling")) if wrong]
-    if problems:
+         "a non-standard attention scaling")) if wrong]:
         raise UserError(f"{where} is not a GPT-2 this model can compute: {'; '.join(problems)}")
     return dict(vocab_size=hc['vocab_size'], block_size=hc['n_positions'], n_layer=hc['n_layer'],
                 n_head=hc['n_head'], n_embd=n_embd, bias=True, emb_scale=False, gelu_approx=GELU_APPROX[activation],
