@@ -145,17 +145,16 @@ def memory_advice(args):
             f"--n_embd={args['n_embd']}, --n_layer={args['n_layer']}; use smaller values")
 
 
-def check_memory(cfg, args, what='measuring', batch_size=None):
+def check_memory(cfg, args, what='measuring'):
     """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.memory.check_memory),
     naming the largest value of each size that would fit with the others as they are."""
-    batch_size = args['batch_size'] if batch_size is None else batch_size
-    need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
+    need = lambda config, batch=args['batch_size']: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
     if not (short := memory_shortfall(need(cfg), args['device'])):
         return
     sizes = dict(n_layer=cfg.n_layer, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, block_size=cfg.block_size)
     allowed = allowed_sizes(need, args['device'], cfg, sizes)
-    if batch_size:
-        most = largest_that_fits(lambda b: need(cfg, b), args['device'], batch_size)
+    if args['batch_size']:
+        most = largest_that_fits(lambda b: need(cfg, b), args['device'], args['batch_size'])
         allowed = f"at most --batch_size={most} fits here, the other sizes as they are" if most else allowed
         raise UserError(f"{what} needs {short}, with {memory_advice(args)}" + (f"; {allowed}" if allowed else ""))
     raise UserError(f"{what} needs {short} for the weights of a model with --vocab_size={cfg.vocab_size}, --n_embd="
@@ -219,7 +218,7 @@ def plot_initial_logits(path, args, modes):
     for ax, mode in zip(axes[:, 0], modes):
         cfg = GPTConfig(tie_mode=mode, zero_init_residual=True, emb_scale=True, dropout=0.0, bias=False,
                         **{k: args[k] for k in MODEL_KEYS})
-        check_memory(cfg, dict(args, device='cpu'), what='drawing', batch_size=0)  # drawn on the CPU
+        check_memory(cfg, dict(args, device='cpu', batch_size=0), what='drawing')  # drawn on the CPU: the weights
         torch.manual_seed(0)
         model = GPT(cfg).eval()
         idx = torch.randint(n, (1, min(cfg.block_size, 16)))             # (1, T) random tokens
