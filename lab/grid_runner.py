@@ -256,8 +256,7 @@ def run_here(tasks, run_fn, bar, on_done, on_failed):
     the KeyboardInterrupt is raised from here."""
     grid = Grid(tasks, bar, on_done, on_failed)
     while grid.queue:
-        due = grid.due()
-        if not due:
+        if not (due := grid.due()):
             time.sleep(RETRY_S)
             continue
         grid.queue.remove(due[0])
