@@ -444,9 +444,8 @@ def best_point_lines(info, versus, welch):
 
 def gradient_source_lines(info):
     """Claim 11: grad_out / grad_in over the first EARLY_FRACTION of training, mean and range over seeds."""
-    probed = {mode: values for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells
-              and (values := [v for v in cells['grad_ratio_early']['per_seed'] if v is not None])}
-    if not probed:
+    if not (probed := {mode: values for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells
+                       and (values := [v for v in cells['grad_ratio_early']['per_seed'] if v is not None])}):
         return []
     lines = ["", f"Where the gradient of the token matrix comes from in the first {100 * EARLY_FRACTION:g} % of "
                  "training: the norm of its output-side part over that of its input-side part, summed over the "
