@@ -370,9 +370,8 @@ def markdown(info):
     versus, welch = info.get('versus_untied'), info.get('versus_untied_welch')
     lines += versus_lines(info, "Difference from untied (mode minus untied, {}):",
                           [column for column in COLUMNS if column[0] in VERSUS_UNTIED], versus, welch)
-    has_buckets = any(cells[key]['mean'] is not None
-                      for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
-    if has_buckets:
+    if has_buckets := any(cells[key]['mean'] is not None
+                          for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS):
         lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
                       "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
         lines += column_table(info, BUCKET_COLUMNS, info['modes'], BUCKET_TOKENS)
