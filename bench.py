@@ -198,10 +198,9 @@ def run_bench(cfg):
         return f"{row_cfg['tie_mode']}{muon}{probe}{padded} {pick_dtype(row_cfg['dtype'], device, warn=False)} {compiled}"
 
     # (name, settings, fused AdamW: None = as train.py chooses)
-    settings = [(label(cfg), cfg, None)]
+    settings = [(label(cfg) + (' (train.py)' if cfg['compare'] else ''), cfg, None)]
     if cfg['compare']:
         modes = parse_modes(cfg['compare_modes'], 'compare_modes', TIE_MODES)
-        settings[0] = (label(cfg) + ' (train.py)', cfg, None)
         # NanoGPT's step on a CPU, the speed target's reference: the same model and maths in
         # float32, eager, with torch's default for-loop AdamW (it fuses only on CUDA).
         if not device.startswith('cuda'):

@@ -40,7 +40,6 @@ DEFAULTS = dict(
     to='',                  # the folder to write: new, or empty
     check=True,             # reload the folder with transformers and compare, before it appears at --to
 )
-# The tie modes GPT-2 cannot express, and what they add that it has no place for.
 NOT_EXPORTABLE = dict(proj="a learned d x d matrix between the final norm and the tied head",
                       shuffle="a swap of the two halves of the hidden state before the tied head",
                       shufflenet="a channel shuffle of the hidden state before the tied head",

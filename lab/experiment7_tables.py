@@ -332,11 +332,9 @@ def beyond_the_pick(cells, pick):
     """The select rule's test of a pick: the neighbours one rung below and above it on every rate it tunes that
     have no full-length run yet (an empty list: confirmed). A sweep at half length prefers higher rates, and by
     another amount for each arm, so a pick is confirmed only against its neighbours at the length it is read at."""
-    def tried(key):
-        have = [k if isinstance(k, tuple) else (k,) for k in cells]
-        want = key if isinstance(key, tuple) else (key,)
-        return any(all(math.isclose(a, b) for a, b in zip(k, want)) for k in have)
-    return [key for key in neighbour_keys(pick) if not tried(key)]
+    have = [k if isinstance(k, tuple) else (k,) for k in cells]  # every key as a tuple of rates
+    return [key for key in neighbour_keys(pick)
+            if not any(all(map(math.isclose, k, key if isinstance(key, tuple) else (key,))) for k in have)]
 
 
 def row_key(row):

@@ -256,8 +256,7 @@ def run_here(tasks, run_fn, bar, on_done, on_failed):
     the KeyboardInterrupt is raised from here."""
     grid = Grid(tasks, bar, on_done, on_failed)
     while grid.queue:
-        due = grid.due()
-        if not due:
+        if not (due := grid.due()):
             time.sleep(RETRY_S)
             continue
         grid.queue.remove(due[0])
@@ -409,14 +408,12 @@ class WorkerPool(Grid):
         for worker in list(self.workers):
             if worker.conn not in ready and worker.process.sentinel not in ready:
                 continue
-            gone = False
-            try:
+            with contextlib.suppress(EOFError, OSError):  # a broken pipe: the worker is gone
                 while worker.conn.poll():
                     self.handle(worker, worker.conn.recv())
-            except (EOFError, OSError):
-                gone = True
-            if gone or not worker.process.is_alive():
-                self.lost(worker)
+                if worker.process.is_alive():
+                    continue
+            self.lost(worker)
 
     def lost(self, worker):
         """A worker process ended: its run failed, unless Ctrl-C stopped it; a new worker takes the rest."""

@@ -266,8 +266,7 @@ def bucket_numbers(run_dir, data, cfg, best=False):
     made_from = dict(ckpt_size=stat.st_size, ckpt_mtime_ns=stat.st_mtime_ns, dataset=cfg['dataset'],
                      max_targets=MAX_BUCKET_TARGETS, edges=BUCKET_EDGES)
     path = os.path.join(run_dir, BEST_BUCKET_FILE if best else BUCKET_FILE)
-    cached = read_cache(path, made_from, 'loss_sums', 'tokens')
-    if cached is None:
+    if (cached := read_cache(path, made_from, 'loss_sums', 'tokens')) is None:
         if best:
             model, kept = load_best(ckpt_path)
             # the best point is the last: its numbers are the checkpoint's, not scored twice

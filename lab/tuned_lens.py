@@ -67,11 +67,10 @@ def residual_states(model, idx):
 def train_translators(model, tokens, device, steps):
     """Translators fitted to the frozen model on windows of tokens (its training split)."""
     cfg = model.config
-    translators = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.n_embd) for _ in range(cfg.n_layer))
+    translators = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.n_embd) for _ in range(cfg.n_layer)).to(device)
     for layer in translators:  # one affine map per layer below the last, each starting as the identity (the logit lens)
         nn.init.eye_(layer.weight)
         nn.init.zeros_(layer.bias)
-    translators = translators.to(device)
     # Adam: the embedding's translator (a linear map from token vectors to the final distribution) is far from
     # the identity, and SGD crawls there (docs/optimizers.md: layer 0 of a tied BPE run at 6.31 after 300 SGD
     # steps, 5.01 after 300 of Adam). A layer that already reads as the final one (KL below SETTLED at the first step: the
@@ -82,7 +81,6 @@ def train_translators(model, tokens, device, steps):
     generator = torch.Generator().manual_seed(LENS_SEED)
     needs_grad = [p.requires_grad for p in model.parameters()]
     model.requires_grad_(False)  # frozen: gradients reach the translators only
-    model.eval()
     try:
         for step in range(steps):
             for group in optimizer.param_groups:
@@ -116,7 +114,6 @@ def lens_losses(model, translators, tokens, device):
     """{'tuned': [loss per layer], 'logit': [...], 'targets': count}: mean cross-entropy over the first
     min(len(tokens) - 1, LENS_MAX_TARGETS) targets of tokens, each predicted once, through each layer's
     translator (tuned) and through none (logit); the last entry of both is the model's own loss."""
-    model.eval()
     layers = model.config.n_layer + 1
     sums, count = dict(tuned=[0.0] * layers, logit=[0.0] * layers), 0
     for x, y in whole_split_batches(tokens, model.config.block_size, LENS_MAX_TARGETS):
@@ -135,7 +132,7 @@ def lens_losses(model, translators, tokens, device):
 def tuned_lens(model, splits, device='cpu', steps=LENS_STEPS):
     """Train the translators on splits['train'], score every layer on splits['val']: lens_losses' dict plus
     'log_n' (a uniform guess), 'layers' (their names) and 'fit_kl' (each translator's KL at the end of training)."""
-    model = model.to(device)
+    model = model.to(device).eval()  # no dropout, in the fit and in the scoring
     translators = train_translators(model, splits['train'], device, steps)
     return dict(lens_losses(model, translators, splits['val'], device), fit_kl=translators.fit,
                 layers=['embedding'] + [f'block {l + 1}' for l in range(model.config.n_layer)],

@@ -29,9 +29,8 @@ for it in range(U + 120):
     table, head = model.token_embedding_table.weight, model.lm_head.weight
     before_t, before_h = table.detach().clone(), head.detach().clone()
     train.training_step(model, opt, scaler, [(x, y)], ctx, cfg['grad_clip'])
-    if it >= U:
+    if it - U in (0, 1, 2, 5, 10, 20, 40, 80, 119):
         dt, dh = table.detach() - before_t, head.detach() - before_h
         cos = torch.nn.functional.cosine_similarity(dt.flatten(), dh.flatten(), dim=0).item()
-        if (it - U) in (0, 1, 2, 5, 10, 20, 40, 80, 119):
-            print(f"step {it - U:3d} after the untie: cos(table update, head update) = {cos:+.3f}, "
-                  f"|table update| = {dt.norm():.4f}, |head update| = {dh.norm():.4f}", flush=True)
+        print(f"step {it - U:3d} after the untie: cos(table update, head update) = {cos:+.3f}, "
+              f"|table update| = {dt.norm():.4f}, |head update| = {dh.norm():.4f}", flush=True)

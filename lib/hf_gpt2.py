@@ -42,15 +42,14 @@ def model_args(hc, where):
     n_embd = hc['n_embd']
     activation = hc.get('activation_function', 'gelu_new')
     epsilon = hc.get('layer_norm_epsilon', LAYER_NORM_EPS)
-    problems = [words for wrong, words in (
+    if problems := [words for wrong, words in (
         (hc.get('model_type', 'gpt2') != 'gpt2', f"model_type is {hc.get('model_type')!r}, not 'gpt2'"),
         (activation not in GELU_APPROX, f"activation_function {activation!r} (allowed: {', '.join(GELU_APPROX)})"),
         (hc.get('n_inner') not in (None, 4 * n_embd), f"n_inner {hc.get('n_inner')} (the MLP here is 4 x n_embd = "
                                                       f"{4 * n_embd})"),
         (abs(epsilon - LAYER_NORM_EPS) > 1e-12, f"layer_norm_epsilon {epsilon} (here {LAYER_NORM_EPS})"),
         (hc.get('scale_attn_by_inverse_layer_idx') or not hc.get('scale_attn_weights', True),
-         "a non-standard attention scaling")) if wrong]
-    if problems:
+         "a non-standard attention scaling")) if wrong]:
         raise UserError(f"{where} is not a GPT-2 this model can compute: {'; '.join(problems)}")
     return dict(vocab_size=hc['vocab_size'], block_size=hc['n_positions'], n_layer=hc['n_layer'],
                 n_head=hc['n_head'], n_embd=n_embd, bias=True, emb_scale=False, gelu_approx=GELU_APPROX[activation],
@@ -64,8 +63,7 @@ def pretrained_args(name_or_path):
         path = os.path.join(name_or_path, 'config.json')
         try:
             with open(path, encoding='utf-8') as f:
-                hc = json.load(f)
-            return model_args(hc, path)
+                return model_args(json.load(f), path)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             reason = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
             raise UserError(f"{name_or_path} is not a folder written by transformers' save_pretrained "
@@ -176,12 +174,6 @@ def from_pretrained(name_or_path, tie_mode=None, dropout=0.0, block_size=None):
     return model
 
 
-# Keys a pretrained start fixes: a value given for one must be the pretrained one. The init keys
-# only shape a fresh initialisation, which a pretrained start replaces, so any value is a mistake.
-FIXED_BY_PRETRAINED = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx')
-INIT_ONLY = ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init')  # an untied head starts as the table
-
-
 def start_from_pretrained(cfg, defaults, meta):
     """train.py --init_from=gpt2|...|PATH: the pretrained GPT, with cfg's model keys set to its shape.
 
@@ -192,11 +184,11 @@ def start_from_pretrained(cfg, defaults, meta):
     Everything is checked before any weights are read."""
     name, given = cfg['init_from'], given_keys(cfg, defaults)
     pretrained = pretrained_args(name)
-    for key in FIXED_BY_PRETRAINED:
+    for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'bias', 'emb_scale', 'gelu_approx'):  # the shape
         if key in given and cfg[key] != pretrained[key]:
             raise UserError(f"--{key}={cfg[key]} cannot change the pretrained {name}, which has {key}="
                             f"{pretrained[key]}; drop --{key}, or train from scratch")
-    for key in INIT_ONLY:
+    for key in ('init_std', 'zero_init_residual', 'shuffle_groups', 'head_init'):  # an untied head starts as the table
         if key in given:
             raise UserError(f"--{key} shapes a fresh initialisation, which --init_from={name} replaces with "
                             f"pretrained weights; drop --{key}")

@@ -51,9 +51,8 @@ class GradSources:
     two n x d buffers and a scatter per micro-batch, and only on the steps it is used for."""
 
     def __init__(self, model, scaler=None):
-        self.model, self.scaler = model, scaler
+        self.model, self.scaler, self._handles = model, scaler, []
         self.table = model.token_embedding_table
-        self.input_part, self.whole, self._handles = None, {}, []
 
     def _on_lookup(self, module, inputs, output):
         if not output.requires_grad:

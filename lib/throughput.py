@@ -15,8 +15,7 @@ def flops_per_token(model, seq_len=None):
     input side is free, so a tied matrix costs the same compute as an untied head."""
     cfg = model.config
     T = seq_len or cfg.block_size
-    matmul_weights = sum(p.numel() for name, p in model.blocks.named_parameters()
-                         if name.endswith('weight') and p.dim() == 2)
+    matmul_weights = sum(p.numel() for p in model.blocks.parameters() if p.dim() == 2)  # the blocks' matrices
     matmul_weights += cfg.vocab_size * cfg.n_embd                       # the head
     matmul_weights += TIE_MODES[cfg.tie_mode].square_matmuls * cfg.n_embd ** 2  # proj's P, bert's dense
     return 6 * matmul_weights + 12 * cfg.n_layer * cfg.n_embd * T
