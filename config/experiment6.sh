@@ -61,10 +61,11 @@ controls)  # a rate is also a decay (docs/experiment6.md, "The controls"): at ea
     # step held at x1's (--ends_decay=per_step) or off (none), five seeds each; and Muon with each of q, k, v
     # orthogonalised apart (--muon_qkv=split), its confirmation again with the tuned lens, then its decay controls on
     # that footing
-    # AdamW's at the select stage's picks (docs/results/experiment6-select-adamw); the rows its records hold are kept
+    # AdamW's at the select stage's picks (out-exp6-select-adamw, else its record); the rows its records hold are kept
+    picks=$(python $tables remedy_picks out-exp6-select-adamw)
     for form in per_step none; do
         out=out-exp6-decay-adamw-$form
-        rows=$(python $tables untrained "$out" untied_e10_h3,tied_e10)
+        rows=$(python $tables untrained "$out" "$picks")
         [ -z "$rows" ] || python ablate.py config/ablate_bpe_rates_confirm_adamw.py --modes="$rows" --tuned_lens= \
             --ends_decay=$form --out_dir="$out"
     done
