@@ -576,12 +576,13 @@ def test_a_fresh_start_never_replaces_any_file_of_an_earlier_run(left, tiny_data
     else:
         for name in left:
             shutil.copyfile(os.path.join(trained, name), out_dir / name)
-    before = {name: os.readlink(out_dir / name) if left == 'link' else (out_dir / name).read_bytes()
-              for name in os.listdir(out_dir)}
+    def files():  # each name and its bytes (a link: where it points)
+        return {name: os.readlink(out_dir / name) if left == 'link' else (out_dir / name).read_bytes()
+                for name in os.listdir(out_dir)}
+    before = files()
     with pytest.raises(UserError, match=f"--out_dir={out_dir} holds an earlier run's .*: resume it"):
         train.train(train.parse_train_args(tiny_train_args(tiny_data, str(out_dir))))
-    assert before == {name: os.readlink(out_dir / name) if left == 'link' else (out_dir / name).read_bytes()
-                      for name in os.listdir(out_dir)}
+    assert files() == before
 
 
 def test_an_out_dir_another_train_py_holds_is_one_line_until_it_is_free(tiny_data, tmp_path):
