@@ -218,11 +218,15 @@ def sweep_cells(out_dir, committed=False):
     info = load(path)
     if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
         # with the rows its stage committed under docs/results/ and did not train again: a stage taken up again on
-        # another machine trains only the rows it lacks. Their seeds must be the same.
+        # another machine trains only the rows it lacks. Their seeds must be the same, and so must their dtype:
+        # bfloat16's kernels differ between CPU kinds (a run at a high rate moves by more than the rows differ), and
+        # a CPU without native bf16 trains in float32
         kept = load(committed_path(out_dir))
-        if kept.get('seeds') != info.get('seeds'):
-            raise SystemExit(f"{out_dir}: its runs' seeds {info.get('seeds')} are not its committed record's "
-                             f"{kept.get('seeds')}; their rows cannot be read together")
+        for key in ('seeds', 'trained_on'):
+            if kept.get(key) != info.get(key) and (key == 'seeds' or None not in (kept.get(key), info.get(key))):
+                raise SystemExit(f"{out_dir}: its runs' {key} ({info.get(key)}) are not its committed record's "
+                                 f"({kept.get(key)}); their rows cannot be read together: take the stage up on a "
+                                 f"machine that trains as the record's did, or move the record aside")
         info = dict(info, modes=kept['modes'] | info['modes'])
     return list(info['modes']), *rate_cells(info), family_cells(info)
 

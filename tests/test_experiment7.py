@@ -314,6 +314,32 @@ def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_bes
     assert ('untied', (30, 3)) not in old and ('tied', 10) not in old
 
 
+def test_a_stage_taken_up_again_reads_its_committed_rows_only_where_they_were_trained_alike(tables, tmp_path,
+                                                                                             monkeypatch):
+    """The rows a select stage committed and the rows it trains on the next machine are read as one sweep only where
+    both have the same seeds and the same dtype: bf16 on one CPU kind is not float32 on another."""
+    results = tmp_path / 'results'
+    monkeypatch.setattr(tables, 'RESULTS', str(results))
+    (results / 'experiment6-select-muon').mkdir(parents=True)
+    out = tmp_path / 'out-exp6-select-muon'
+    out.mkdir()
+
+    def summary(folder, rows, **fields):
+        (folder / 'summary.json').write_text(json.dumps(dict(fields, modes={
+            row: dict(val_loss_all=dict(mean=loss)) for row, loss in rows.items()})))
+    bf16, fp32 = 'every run on cpu in bfloat16', 'every run on cpu in float32'
+    summary(results / 'experiment6-select-muon', {'tied_e10': 4.60}, seeds=[1342], trained_on=bf16)
+    for seeds, trained_on, refused in [([1342], bf16, None), ([1342], None, None), ([1343], bf16, 'seeds'),
+                                       ([1342], fp32, 'trained_on')]:
+        summary(out, {'tied_e3': 4.62}, seeds=seeds, trained_on=trained_on)
+        if refused:
+            with pytest.raises(SystemExit, match=f"its runs' {refused} .* are not its committed record's"):
+                tables.sweep_cells(str(out), committed=True)
+        else:
+            _, _, tied, _ = tables.sweep_cells(str(out), committed=True)
+            assert tied == {10: 4.60, 3: 4.62}
+
+
 def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs_are_gone(tables, tmp_path,
                                                                                          monkeypatch):
     losses = {row: 5.0 for row in tables.grid_rows('muon')}
