@@ -572,3 +572,22 @@ def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_r
     assert rows[0] == 'mode,seed,iter,val_loss' and len(rows) == 1 + 2 * 2 * 3  # iterations 0, 8 and 16
     assert rows[1:4] == [f"untied_e300_h10,1337,{k},{5.0 + 0.1337 - k / 100}" for k in (0, 8, 16)]
     assert not any(row.startswith('tied_e30,') for row in rows)
+
+
+def test_the_untied_pick_at_w160_is_confirmed_downward_and_the_page_quotes_its_cells(tables):
+    """The first pass picked untied at table x100, head x10 from two cells; the select rule's neighbours (committed
+    beside them) must leave a pick with a full-length run on every side, and experiment7.md quotes each cell's mean
+    over the choosing seeds as the record holds it."""
+    info = committed_summary('experiment7-rselect-adamw-w160-coupled-untied')
+    means = {row: cells['val_loss_all']['mean'] for row, cells in info['modes'].items()}
+    pick = min(means, key=means.get)
+    _, key = tables.row_key(pick)
+    untied = {tables.row_key(row)[1]: loss for row, loss in means.items()}
+    assert tables.beyond_the_pick(untied, key) == []  # confirmed: a run a rung each side on both rates
+    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
+        page = ' '.join(f.read().split())
+    said = f"move its pick to ×{key[0]:g}, ×{key[1]:g}: {means[pick]:.3f} against ×100, ×10's {means['untied_e100_h10']:.3f}"
+    assert said in page, said
+    for row in ('untied_e300_h3', 'untied_e30_h3', 'untied_e100_h1', 'untied_e100_h30'):
+        e, h = tables.row_key(row)[1]
+        assert f"×{e:g}, ×{h:g}: {means[row]:.3f}" in page, row
