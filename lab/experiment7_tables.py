@@ -222,8 +222,9 @@ def sweep_cells(out_dir, committed=False):
         # bfloat16's kernels differ between CPU kinds (a run at a high rate moves by more than the rows differ), and
         # a CPU without native bf16 trains in float32
         kept = load(committed_path(out_dir))
-        for key in ('seeds', 'trained_on'):
-            if kept.get(key) != info.get(key) and (key == 'seeds' or None not in (kept.get(key), info.get(key))):
+        unnamed = None in (kept.get('trained_on'), info.get('trained_on'))  # summaries from before the field
+        for key in ('seeds',) if unnamed else ('seeds', 'trained_on'):
+            if kept.get(key) != info.get(key):
                 raise SystemExit(f"{out_dir}: its runs' {key} ({info.get(key)}) are not its committed record's "
                                  f"({kept.get(key)}); their rows cannot be read together: take the stage up on a "
                                  f"machine that trains as the record's did, or move the record aside")
