@@ -574,11 +574,23 @@ def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_r
     assert not any(row.startswith('tied_e30,') for row in rows)
 
 
-def test_the_untied_pick_at_w160_is_confirmed_downward_and_the_page_quotes_its_cells(tables):
-    """The first pass picked untied at table x100, head x10 from two cells; the select rule's neighbours (committed
-    beside them) must leave a pick with a full-length run on every side, and experiment7.md quotes each cell's mean
-    over the choosing seeds as the record holds it."""
-    info = committed_summary('experiment7-rselect-adamw-w160-coupled-untied')
+# The two untied forms' select records at w160 (AdamW, coupled decay), each taken through the rule that confirms
+# downward: {record: (the sentence that states the pick, the neighbours the page quotes)}
+UNTIED_SELECTS = {
+    'experiment7-rselect-adamw-w160-coupled-untied':
+        ("to ×{e:g}, ×{h:g}: {mean:.3f} against ×100, ×10's {old:.3f}",
+         ('untied_e300_h3', 'untied_e30_h3', 'untied_e100_h1', 'untied_e100_h30')),
+    'experiment7-rselect-adamw-w160-coupled-emb_scale-untied':
+        ("at ×{e:g}, ×{h:g}: {mean:.3f}", ('untied_e30_h3', 'untied_e30_h30', 'untied_e10_h10', 'untied_e100_h10')),
+}
+
+
+@pytest.mark.parametrize('record', UNTIED_SELECTS, ids=['without_sqrt_d', 'sqrt_d'])
+def test_the_untied_picks_at_w160_are_confirmed_downward_and_the_page_quotes_their_cells(tables, record):
+    """Each untied form's first pass picked from two cells; the select rule's neighbours (committed beside them) must
+    leave a pick with a full-length run on every side, and experiment7.md quotes each cell's mean over the choosing
+    seeds as the record holds it."""
+    info = committed_summary(record)
     means = {row: cells['val_loss_all']['mean'] for row, cells in info['modes'].items()}
     pick = min(means, key=means.get)
     _, key = tables.row_key(pick)
@@ -586,8 +598,9 @@ def test_the_untied_pick_at_w160_is_confirmed_downward_and_the_page_quotes_its_c
     assert tables.beyond_the_pick(untied, key) == []  # confirmed: a run a rung each side on both rates
     with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
         page = ' '.join(f.read().split())
-    said = f"to ×{key[0]:g}, ×{key[1]:g}: {means[pick]:.3f} against ×100, ×10's {means['untied_e100_h10']:.3f}"
+    sentence, neighbours = UNTIED_SELECTS[record]
+    said = sentence.format(e=key[0], h=key[1], mean=means[pick], old=means.get('untied_e100_h10', 0))
     assert said in page, said
-    for row in ('untied_e300_h3', 'untied_e30_h3', 'untied_e100_h1', 'untied_e100_h30'):
+    for row in neighbours:
         e, h = tables.row_key(row)[1]
         assert f"×{e:g}, ×{h:g}: {means[row]:.3f}" in page, row
