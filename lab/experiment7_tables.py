@@ -351,6 +351,8 @@ def row_key(row):
     """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
     from lab.ablation_grid import parse_row
     parsed = parse_row(row)
+    if parsed is None:  # a row typed by hand (lower, untrained), or a message fed where a row was meant
+        raise SystemExit(f"error: {row!r} is not a row of ablate.py's --modes (e.g. tied_e30, untied_e100_h3)")
     embed = parsed.embed_mult or 1.0
     return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
 

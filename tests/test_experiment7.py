@@ -157,6 +157,15 @@ def run_tables(tables, *argv):
     return printed.getvalue().strip()
 
 
+def test_lower_steps_each_tuned_rate_one_rung_down_and_names_what_is_not_a_row(tables):
+    """remedy_horizon_lower's rows: a rung below on every rate a row tunes, one rate at a time; what is not a row (a
+    message fed where rows were meant) is one line naming it, not a traceback."""
+    assert run_tables(tables, 'lower', 'tied_e30,untied_e30_h10,proj_e10') == \
+        'tied_e10,untied_e10_h10,untied_e30_h3,proj_e3'
+    with pytest.raises(SystemExit, match=r"^error: 'summary.json is missing' is not a row of ablate.py's --modes"):
+        run_tables(tables, 'lower', 'summary.json is missing')
+
+
 def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tables, tmp_path):
     rows = tables.grid_rows('muon')
     # untied best at the grid's largest table rate, tied best at its lowest rate
