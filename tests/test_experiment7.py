@@ -483,7 +483,7 @@ REMEDY_ARMS = {
     'depth4': dict(untied=('experiment7-rdepth-adamw-w160_shallow-coupled-untied', 'untied_e100_h10'),
                    tied=('experiment7-rdepth-adamw-w160_shallow-coupled', 'tied_e30'),
                    proj_sqrt_d=('experiment7-rdepth-adamw-w160_shallow-coupled-emb_scale', 'proj_e10')),
-    'depth20': dict(untied=(f'{FRESH}-untied', 'untied_e100_h10'), tied=(FRESH, 'tied_e30'),
+    'depth20': dict(untied=(f'{FRESH}-untied', 'untied_e100_h3'), tied=(FRESH, 'tied_e30'),
                     proj_sqrt_d=(f'{FRESH}-emb_scale', 'proj_e10')),
     'horizon_adamw': dict(untied=('experiment7-rhorizon-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10'),
                           tied=('experiment7-rhorizon-adamw-w160-coupled', 'tied_e30'),
@@ -613,3 +613,40 @@ def test_the_untied_picks_at_w160_are_confirmed_downward_and_the_page_quotes_the
     for row in neighbours:
         e, h = tables.row_key(row)[1]
         assert f"×{e:g}, ×{h:g}: {means[row]:.3f}" in page, row
+
+
+# The remedy table of experiment7.md ("The input side at its own rate"): each family's pick on the fresh seeds,
+# {the family as the table names it: (record, row)}; the last column is against untied with sqrt(d), untied's pick.
+REMEDY_TABLE = {
+    '`proj`, √d input scaling': (f'{FRESH}-emb_scale', 'proj_e10'),
+    '`untied`, √d input scaling': (f'{FRESH}-emb_scale-untied', 'untied_e30_h10'),
+    '`untied`': (f'{FRESH}-untied', 'untied_e100_h3'),
+    '`tied`, √d input scaling': (f'{FRESH}-emb_scale', 'tied_e10'),
+    '`proj`': (FRESH, 'proj_e100'),
+    '`tied`': (FRESH, 'tied_e30'),
+}
+
+
+def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_against_untied(tables):
+    """Every row of the table, in its order: the family, its pick's rates, its mean on seeds 1342-1346 and its
+    paired difference from untied's pick, each as the committed fresh records give them; and the sentence under
+    it, the untied pick that the select rule moved against the first pick on the same fresh seeds."""
+    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
+        text = f.read()
+    lines = text[text.index('| family | pick | five fresh seeds |'):].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+    untied = (committed_summary(REMEDY_TABLE['`untied`, √d input scaling'][0]), 'untied_e30_h10')
+    expected = []
+    for family, (record, row) in REMEDY_TABLE.items():
+        summary = committed_summary(record)
+        key = tables.row_key(row)[1]
+        rates = ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
+        against = '–' if row == untied[1] and record.endswith('emb_scale-untied') else interval((summary, row), untied)
+        expected.append([family, rates, f"{summary['modes'][row]['val_loss_all']['mean']:.3f}", against])
+    assert rows == expected
+    page = ' '.join(text.split()).replace('−', '-')
+    moved = interval((committed_summary(f'{FRESH}-untied'), 'untied_e100_h3'),
+                     (committed_summary(f'{FRESH}-untied-e100_h10'), 'untied_e100_h10'))
+    assert f"level with the first pick ([4.979]({'results/' + FRESH}-untied-e100_h10/summary.md)), {moved}" in page
+    assert committed_summary(f'{FRESH}-untied-e100_h10')['modes']['untied_e100_h10']['val_loss_all']['mean'] \
+        == pytest.approx(4.979, abs=5e-4)
