@@ -651,3 +651,19 @@ def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_ag
     said = (f"level with the first pick ([{first['modes']['untied_e100_h10']['val_loss_all']['mean']:.3f}]"
             f"(results/{FRESH}-untied-e100_h10/summary.md)), {moved}")
     assert said in page, said
+
+
+def test_the_adamw_horizon_quotes_tied_a_rung_lower_at_its_own_length_beside_its_pick_on_the_same_seed():
+    """remedy_horizon_lower's first run: tied a rung below its 200-step pick over the same epoch, one seed, quoted
+    beside the committed pick's run on that seed (not its three-seed mean), each as its record holds it."""
+    lower = committed_summary('experiment7-rhorizon-adamw-w160-coupled-lower')
+    pick = committed_summary('experiment7-rhorizon-adamw-w160-coupled')
+    (seed,) = lower['seeds']
+    assert lower['max_iters'] == pick['max_iters'] == 1376 and lower.get('trained_on') == pick.get('trained_on')
+    ours = lower['modes']['tied_e10']['val_loss_all']['per_seed'][0]
+    theirs = pick['modes']['tied_e30']['val_loss_all']['per_seed'][pick['seeds'].index(seed)]
+    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
+        page = ' '.join(f.read().split())
+    said = (f"tied ×10 ends [{ours:.3f}](results/experiment7-rhorizon-adamw-w160-coupled-lower/summary.md) against "
+            f"×30's {theirs:.3f} (seed {seed})")
+    assert said in page, said
