@@ -248,12 +248,14 @@ remedy_horizon)  # under AdamW over one epoch (1,376 steps, an evaluation each e
         [ ! -f "${fresh[$k]/rfresh/rhorizon}/summary.json" ] || python $tables curves "${fresh[$k]/rfresh/rhorizon}"
     done ;;
 remedy_horizon_lower)  # the horizon at its own length: each arm it trained, a rung lower on every rate it tunes, over
-    # the same epoch, seed 1337; a lower rate that wins by more than a seed's spread goes on to three seeds by hand
+    # the same epoch, seed 1337; a lower rate that wins by more than a seed's spread goes on to three seeds by hand.
+    # One run at a time on one torch thread, as the horizon's float32 records were trained, so that a run pairs with
+    # the pick's run on its seed.
     at=out-exp7-rhorizon-adamw-w160-${1:-coupled}
     for dir in "$at" "$at-emb_scale" "$at-emb_scale-untied" "$at-untied"; do
         rows=$(python $tables remedy_picks "$dir" 2> /dev/null) || continue  # a horizon this decay did not train
-        python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$(python $tables lower "$rows")" --seeds=1 \
-            $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
+        OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw \
+            --modes="$(python $tables lower "$rows")" --seeds=1 --jobs=1 $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
             --ends_decay="${1:-coupled}" --out_dir="$dir-lower"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
