@@ -255,7 +255,8 @@ remedy_horizon_lower)  # the horizon at its own length: each arm it trained, a r
     for dir in "$at" "$at-emb_scale" "$at-emb_scale-untied" "$at-untied"; do
         rows=$(python $tables remedy_picks "$dir" 2> /dev/null) || continue  # a horizon this decay did not train
         OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw \
-            --modes="$(python $tables lower "$rows")" --seeds=1 --jobs=1 $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
+            --modes="$(python $tables lower "$rows")" --seeds=1 --jobs=1 \
+            $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
             --ends_decay="${1:-coupled}" --out_dir="$dir-lower"
     done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),

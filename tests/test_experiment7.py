@@ -584,7 +584,9 @@ def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_r
 
 
 # The two untied forms' select records at w160 (AdamW, coupled decay), each taken through the rule that confirms
-# downward: {record: (the sentence that states the pick, the neighbours the page quotes)}
+# downward: {record: (the sentence that states the pick, the neighbours the page quotes)}, all in one paragraph of
+# experiment7.md with the untied pick's fresh seeds against the first pick's
+SELECT_PARAGRAPH = 'By [the select rule](experiments.md#how-each-arms-rates-are-chosen) the four tied picks stand'
 UNTIED_SELECTS = {
     'experiment7-rselect-adamw-w160-coupled-untied':
         ("to ×{e:g}, ×{h:g}: {mean:.3f} against ×100, ×10's {old:.3f}",
@@ -605,8 +607,7 @@ def test_the_untied_picks_at_w160_are_confirmed_downward_and_the_page_quotes_the
     _, key = tables.row_key(pick)
     untied = {tables.row_key(row)[1]: loss for row, loss in means.items()}
     assert tables.beyond_the_pick(untied, key) == []  # confirmed: a run a rung each side on both rates
-    with open(os.path.join(ROOT, 'docs', 'experiment7.md'), encoding='utf-8') as f:
-        page = ' '.join(f.read().split())
+    page = markdown_block(DOC, SELECT_PARAGRAPH)
     sentence, neighbours = UNTIED_SELECTS[record]
     said = sentence.format(e=key[0], h=key[1], mean=means[pick], old=means.get('untied_e100_h10', 0))
     assert said in page, said
@@ -645,7 +646,7 @@ def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_ag
         against = '–' if (record, row) == (untied_record, untied_row) else interval((summary, row), untied)
         expected.append([family, rates, f"{summary['modes'][row]['val_loss_all']['mean']:.3f}", against])
     assert rows == expected
-    page = ' '.join(text.split()).replace('−', '-')
+    page = markdown_block(DOC, SELECT_PARAGRAPH).replace('−', '-')
     first = committed_summary(f'{FRESH}-untied-e100_h10')
     moved = interval((committed_summary(f'{FRESH}-untied'), 'untied_e100_h3'), (first, 'untied_e100_h10'))
     said = (f"level with the first pick ([{first['modes']['untied_e100_h10']['val_loss_all']['mean']:.3f}]"
@@ -662,8 +663,7 @@ def test_the_adamw_horizon_quotes_tied_a_rung_lower_at_its_own_length_beside_its
     assert lower['max_iters'] == pick['max_iters'] == 1376 and lower.get('trained_on') == pick.get('trained_on')
     ours = lower['modes']['tied_e10']['val_loss_all']['per_seed'][0]
     theirs = pick['modes']['tied_e30']['val_loss_all']['per_seed'][pick['seeds'].index(seed)]
-    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
-        page = ' '.join(f.read().split())
+    page = markdown_block(DOC, 'As the Muon horizon, with the fresh-seed picks')
     said = (f"tied ×10 ends [{ours:.3f}](results/experiment7-rhorizon-adamw-w160-coupled-lower/summary.md) against "
             f"×30's {theirs:.3f} (seed {seed})")
     assert said in page, said
