@@ -242,7 +242,7 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
                     bar.set_postfix(tokens_s=f"{sum(counts) / max(time.monotonic() - started, 1e-9):,.0f}",
                                     refresh=False)
                 for chunk in chunks(documents(files, digest, source_bytes), read):
-                    waiting.append(pool.submit(encode_chunk, chunk) if pool else chunk)
+                    waiting.append(submit(pool, chunk))
                     while len(waiting) >= 2 * workers:
                         write(result(waiting.popleft(), pool))
                 while waiting:
@@ -265,6 +265,20 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
             [process.terminate() for process in list((pool._processes or {}).values())]
             pool.shutdown(wait=False, cancel_futures=True)
     return meta
+
+
+def submit(pool, chunk):
+    """A chunk handed to a worker (without workers, the chunk itself). A pool that broke since the last chunk (a
+    worker killed) refuses this one at once; the refusal is kept in the chunk's place, so that result() names the
+    dead worker for it as for a chunk in flight: one way out for every moment of the kill."""
+    if not pool:
+        return chunk
+    try:
+        return pool.submit(encode_chunk, chunk)
+    except concurrent.futures.process.BrokenProcessPool as refused:
+        work = concurrent.futures.Future()
+        work.set_exception(refused)
+        return work
 
 
 def result(work, pool):

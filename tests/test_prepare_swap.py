@@ -415,3 +415,44 @@ def test_a_worker_death_the_executor_misses_still_ends_the_wait_in_seconds():
     done.set_result('ids')
     pool._processes = {alive.pid: alive}  # every worker alive: the wait is the chunk's, however long
     assert corpus.result(done, pool) == 'ids'
+
+
+@pytest.mark.parametrize('kill_before', [2, 6], ids=['before-any-write', 'after-writes'])
+def test_a_worker_killed_before_a_chunk_is_handed_out_is_the_same_one_line(kill_before, tmp_path, monkeypatch):
+    """A worker the OOM killer takes between two chunks: the pool refuses the next chunk at once (submit raises, not
+    a future), at a moment the in-flight kill above reaches only by chance. Here the kill is placed just before the
+    kill_before-th chunk is handed out: before the writer has a chunk's ids, and after it has written some (it keeps
+    at most 2 chunks a worker, here 4, waiting)."""
+    import concurrent.futures
+    lines = tiny_corpus(4_000, seed=5).splitlines()
+    (tmp_path / 'big').mkdir()  # a folder: the corpus path, in chunks to workers
+    (tmp_path / 'big' / 'docs.jsonl').write_text(''.join(json.dumps({'text': '\n'.join(lines[k:k + 4])}) + '\n'
+                                                 for k in range(0, len(lines), 4)), encoding='utf-8')  # 1,000: 16 chunks
+    out = tmp_path / 'out'
+    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
+    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    held = folder_bytes(out / 'c')
+    real_submit, handed, victims, refusals = concurrent.futures.ProcessPoolExecutor.submit, [0], [], []
+
+    def submit_after_a_kill(pool, *args):
+        handed[0] += 1
+        if handed[0] == kill_before:
+            victims.append(next(iter(pool._processes.values())).pid)
+            os.kill(victims[0], signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while not pool._broken:  # the executor's own thread sees the death and breaks the pool
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        try:
+            return real_submit(pool, *args)
+        except concurrent.futures.process.BrokenProcessPool:
+            refusals.append(handed[0])
+            raise
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, 'submit', submit_after_a_kill)
+    with pytest.raises(UserError) as refused:
+        prepare.main([f'--input={tmp_path / "big"}', f'--out_dir={out}', '--dataset=c', '--workers=2',
+                      '--progress=false'])
+    assert str(refused.value).startswith(f'tokenizing stopped: worker process {victims[0]} was killed by SIGKILL, '
+                                         f'most likely by the out-of-memory killer')
+    assert refusals[0] == kill_before  # the pool refused the chunk after the kill: the path this test is for
+    assert folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
