@@ -300,14 +300,14 @@ def test_sigkill_of_a_streamed_corpus_at_moments_in_time_leaves_the_old_dataset_
     print(f"\nSIGKILL of a streamed corpus (a whole run: {whole:.1f} s): {states}")
 
 
-def big_corpus(tmp_path):
-    """Some MB of documents made here (a user has no ../shared): some seconds of tokenizing with two workers; and
-    beside it out/c, a small dataset prepared to be replaced."""
-    lines = tiny_corpus(28_000).splitlines()
+def big_corpus(tmp_path, n_lines=28_000, copies=3):
+    """Some MB of documents made here (a user has no ../shared): some seconds of tokenizing with two workers at the
+    defaults; and beside it out/c, a small dataset prepared to be replaced."""
+    lines = tiny_corpus(n_lines).splitlines()
     paragraphs = ['\n'.join(lines[k:k + 8]) for k in range(0, len(lines), 8)]  # tiny shakespeare's size and shape
     (tmp_path / 'big').mkdir()
     with open(tmp_path / 'big' / 'a.jsonl', 'w', encoding='utf-8') as f:
-        f.writelines(json.dumps({'text': p}) + '\n' for p in paragraphs * 3)
+        f.writelines(json.dumps({'text': p}) + '\n' for p in paragraphs * copies)
     out = tmp_path / 'out'
     (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
     prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
@@ -424,13 +424,7 @@ def test_a_worker_killed_before_a_chunk_is_handed_out_is_the_same_one_line(kill_
     kill_before-th chunk is handed out: before the writer has a chunk's ids, and after it has written some (it keeps
     at most 2 chunks a worker, here 4, waiting)."""
     import concurrent.futures
-    lines = tiny_corpus(4_000, seed=5).splitlines()
-    (tmp_path / 'big').mkdir()  # a folder: the corpus path, in chunks to workers
-    (tmp_path / 'big' / 'docs.jsonl').write_text(''.join(json.dumps({'text': '\n'.join(lines[k:k + 4])}) + '\n'
-                                                 for k in range(0, len(lines), 4)), encoding='utf-8')  # 1,000: 16 chunks
-    out = tmp_path / 'out'
-    (tmp_path / 'old.txt').write_text(tiny_corpus(300, seed=3), encoding='utf-8')
-    prepare.main([f'--input={tmp_path / "old.txt"}', f'--out_dir={out}', '--dataset=c'])
+    big, out = big_corpus(tmp_path, n_lines=4_000, copies=1)  # 500 documents: 8 chunks
     held = folder_bytes(out / 'c')
     real_submit, handed, victims, refusals = concurrent.futures.ProcessPoolExecutor.submit, [0], [], []
 
@@ -450,8 +444,7 @@ def test_a_worker_killed_before_a_chunk_is_handed_out_is_the_same_one_line(kill_
             raise
     monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, 'submit', submit_after_a_kill)
     with pytest.raises(UserError) as refused:
-        prepare.main([f'--input={tmp_path / "big"}', f'--out_dir={out}', '--dataset=c', '--workers=2',
-                      '--progress=false'])
+        prepare.main([f'--input={big}', f'--out_dir={out}', '--dataset=c', '--workers=2', '--progress=false'])
     assert str(refused.value).startswith(f'tokenizing stopped: worker process {victims[0]} was killed by SIGKILL, '
                                          f'most likely by the out-of-memory killer')
     assert refusals[0] == kill_before  # the pool refused the chunk after the kill: the path this test is for
