@@ -4,6 +4,8 @@ complete one or the new one, never a torn one; and what killed writers left is c
 import contextlib
 import os
 import shutil
+import signal
+import threading
 
 from lib.command_line import UserError
 
@@ -98,14 +100,35 @@ def make_folder(folder, label, shown=None):
 
 
 @contextlib.contextmanager
+def signals_deferred(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Ctrl-C (SIGINT) and SIGTERM that arrive inside the block act when it ends, as they would have: its steps are
+    all done or, on an error, all undone, never stopped between two. The handler is swapped, not the signal mask:
+    a mask holds for one thread only, and the kernel hands a signal to any thread that does not block it (an
+    executor's, tqdm's). Only the main thread may set handlers; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived, held = [], [number for number in signals if signal.getsignal(number) is not None]  # None: set in C
+    before = {number: signal.signal(number, lambda number, frame: arrived.append(number)) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)  # now under the handler it arrived for: KeyboardInterrupt, or the end
+
+
+@contextlib.contextmanager
 def new_folder(folder, label, holds=()):
     """Yield an empty temporary folder beside folder (.NAME.tmp-PID) to fill; on a clean exit it replaces folder
     whole, by two renames: folder aside (.NAME.old-PID), the new one into place (for a new name, the one rename).
-    Folder holds the complete old or new content (or, new, none) at every moment but the one between the renames,
-    and a kill there is undone by remove_stale_temps, which every writer and reader of folder calls first (a reader
-    only puts the old one back). On any error the new one goes, and so do the folders made
-    for it: until the rename, nothing changes what folder holds. A folder there already is replaced only if it holds
-    nothing but the names in `holds` (what a previous write put there): anything else is someone's, never deleted."""
+    Folder holds the complete old or new content (or, new, none) at every moment but the one between the renames;
+    a Ctrl-C or SIGTERM there waits for the second, and a SIGKILL there is undone by remove_stale_temps, which every
+    writer and reader of folder calls first (a reader only puts the old one back). On any error the new one goes,
+    and so do the folders made for it: until the rename, nothing changes what folder holds. A folder there already
+    is replaced only if it holds nothing but the names in `holds` (what a previous write put there): anything else
+    is someone's, never deleted."""
     real = os.path.realpath(folder)  # a link to a folder elsewhere stays a link, to the new one
     if os.path.lexists(real) and not os.path.isdir(real):  # a file, a dangling link: someone's, never replaced
         raise UserError(f"cannot write {label}={folder}: {real} is a file, not a folder; choose another path")
@@ -122,17 +145,18 @@ def new_folder(folder, label, holds=()):
         yield tmp
         for entry in os.listdir(tmp):  # the data on disk before the rename that makes it the folder's
             _fsync(os.path.join(tmp, entry), os.O_RDONLY)
-        if replacing and not os.listdir(real):  # empty (export's --to): rmdir refuses a folder filled since
-            os.rmdir(real)
-            replacing = False
-        if replacing:
-            os.rename(real, aside)
-        try:
-            os.rename(tmp, real)
-        except BaseException:
+        with signals_deferred():  # a Ctrl-C between the two renames would leave no folder at all
+            if replacing and not os.listdir(real):  # empty (export's --to): rmdir refuses a folder filled since
+                os.rmdir(real)
+                replacing = False
             if replacing:
-                os.rename(aside, real)
-            raise
+                os.rename(real, aside)
+            try:
+                os.rename(tmp, real)
+            except BaseException:
+                if replacing:
+                    os.rename(aside, real)
+                raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):

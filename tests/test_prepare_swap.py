@@ -1,7 +1,8 @@
 """prepare.py replaces a prepared dataset in one step (lib/atomic_files.py new_folder): every call that opens, writes,
 renames or removes is made to fail in turn, on both paths, and a corpus run is SIGKILLed at each such call and at
-moments in time; the dataset there before is left byte for byte, or the new one whole, and the workers end with it.
-A tokenizing worker killed as the OOM killer does is one line within seconds."""
+moments in time, and a Ctrl-C arrives just after each; the dataset there before is left byte for byte, or the new
+one whole, and the workers end with it. A tokenizing worker killed as the OOM killer does is one line within
+seconds."""
 
 import builtins
 import errno
@@ -34,17 +35,23 @@ class Faults:
     a file it opened, and makes the k-th call fail (fail(name) raises, or kills the process). A call a change adds
     is counted, and so made to fail, without a word of this test changing."""
 
-    def __init__(self, fail_at=0, fail=None):
-        self.calls, self.fail_at, self.fail = [], fail_at, fail
+    def __init__(self, fail_at=0, fail=None, after=False):
+        self.calls, self.fail_at, self.fail, self.after = [], fail_at, fail, after
 
-    def hit(self, name):
+    def hit(self, name, call):
+        """call() counted as name; fail(name) comes before it (in its place), or with after=True once it returned."""
         self.calls.append(name)
-        if len(self.calls) == self.fail_at:
+        if len(self.calls) == self.fail_at and not self.after:
             self.fail(name)
+        try:
+            return call()
+        finally:  # after it returned or raised
+            if len(self.calls) == self.fail_at and self.after:
+                self.fail(name)
 
     def install(self, setattr=setattr):
         def wrapped(name, real):
-            return lambda *args, **kwargs: (self.hit(name), real(*args, **kwargs))[1]
+            return lambda *args, **kwargs: self.hit(name, lambda: real(*args, **kwargs))
         for name in WRAPPED:
             setattr(os, name, wrapped(f'os.{name}', getattr(os, name)))
         real_open, faults = builtins.open, self
@@ -66,9 +73,8 @@ class Faults:
                 return self.f.__exit__(*exc)
 
             def write(self, data):
-                faults.hit('write')
-                return self.f.write(data)
-        setattr(builtins, 'open', lambda *args, **kwargs: (self.hit('open'), Counted(real_open(*args, **kwargs)))[1])
+                return faults.hit('write', lambda: self.f.write(data))
+        setattr(builtins, 'open', lambda *args, **kwargs: Counted(self.hit('open', lambda: real_open(*args, **kwargs))))
 
 
 def kill_self(name):
@@ -142,6 +148,38 @@ def test_a_failure_at_any_write_or_rename_leaves_the_old_dataset_byte_for_byte(p
     assert {'os.fsync', 'os.rename'} <= kinds, kinds
     capsys.readouterr()
     print(f"\n{path}: {len(recording.calls)} calls made to fail in turn, the swap at call {swap}: {recording.calls}")
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT as a terminal has it, KeyboardInterrupt: a shell without job control (CI's, a background job) starts
+    its children with it ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize('path', ['one_file', 'corpus'])
+def test_a_ctrl_c_just_after_any_call_leaves_the_old_dataset_or_the_new_one_and_still_stops_the_run(
+        path, datasets, tmp_path, monkeypatch, ctrl_c_raises):
+    """A Ctrl-C is a signal, not an error of a call: it lands once a call has returned, between two steps, where
+    no failing call can. Sent just after each call in turn: out/c holds the old dataset byte for byte or the new
+    one whole, never nothing (between the swap's two renames it waits for the second), and the run still ends."""
+    held, args = datasets
+    new = new_bytes(tmp_path, args[path])
+    recording = Faults()
+    with monkeypatch.context() as patch:
+        recording.install(patch.setattr)
+        prepare.main(args[path])
+    restore(tmp_path)
+    for k in range(1, len(recording.calls) + 1):
+        faults = Faults(k, lambda name: os.kill(os.getpid(), signal.SIGINT), after=True)
+        with pytest.raises(KeyboardInterrupt), monkeypatch.context() as patch:
+            faults.install(patch.setattr)
+            prepare.main(args[path])
+        assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), (k, faults.calls[k - 1])
+        restore(tmp_path)
+    assert recording.calls.count('os.rename') >= 2, recording.calls  # the swap's two renames were among them
 
 
 # prepare.py in forks of one launcher that has imported it and loaded GPT-2's BPE once: each fork is a process of
