@@ -13,6 +13,7 @@ kill or a failure anywhere leaves the old dataset as it was, and the same comman
 
 import collections
 import concurrent.futures
+import contextlib
 import errno
 import glob
 import hashlib
@@ -28,7 +29,7 @@ import time
 
 import numpy as np
 
-from lib.atomic_files import new_folder
+from lib.atomic_files import new_folder, signals_deferred
 from lib.command_line import UserError
 from lib.memory import format_bytes
 from lib.prepared_data import DATASET_FILES, gpt2_encoding, largest, write_meta
@@ -261,10 +262,38 @@ def prepare_corpus(input_path, data_dir, dataset, workers, progress=True):
             write_meta(tmp, meta)
     finally:
         bar.close()
-        if pool:  # its workers stop now, not after the chunks in hand: Python 3.11's executor has no public way
-            [process.terminate() for process in list((pool._processes or {}).values())]
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool:
+            stop(pool)
     return meta
+
+
+def stop(pool):
+    """Every worker ends now, not after the chunks in hand (Python 3.11's executor has no public way): by SIGKILL,
+    which ends a stopped one too (a SIGTERM would wait for its SIGCONT, and the interpreter's exit for it). And this
+    process closes its copy of the pipe's end the results come on, whose other copies went with the workers: the
+    executor's thread reading a result a worker left half written then sees the pipe end, where it waited forever,
+    and the interpreter's exit with it."""
+    for process in list((pool._processes or {}).values()):
+        process.kill()
+    pool._result_queue._writer.close()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def workers_starting():
+    """Around a chunk handed out, which may start a worker for it: SIGINT blocked, so that the new process begins
+    with it blocked too (a mask outlives fork and exec, and Python leaves it; CPython's resource tracker starts the
+    same way). A terminal's Ctrl-C, sent to every process of the job, then reaches prepare.py alone, which ends its
+    workers, not a worker mid-import that would print a traceback. Here it waits for the block's end, deferred (the
+    executor's thread may take it despite this thread's mask), so that no start is cut in two."""
+    with signals_deferred((signal.SIGINT,)):
+        masks = hasattr(signal, 'pthread_sigmask')  # not on Windows, whose processes take no signal mask
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
+        try:
+            yield
+        finally:
+            if masks:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def submit(pool, chunk):
@@ -274,7 +303,8 @@ def submit(pool, chunk):
     if not pool:
         return chunk
     try:
-        return pool.submit(encode_chunk, chunk)
+        with workers_starting():
+            return pool.submit(encode_chunk, chunk)
     except concurrent.futures.process.BrokenProcessPool as refused:
         work = concurrent.futures.Future()
         work.set_exception(refused)
@@ -293,7 +323,7 @@ def result(work, pool):
         try:
             return work.result(timeout=1)
         except TimeoutError:
-            if not (dead := [p for p in workers if p.exitcode not in (None, 0)]):
+            if all(p.exitcode is None for p in workers):
                 continue
         except concurrent.futures.process.BrokenProcessPool:
             waited_until = time.monotonic() + 5
@@ -301,7 +331,25 @@ def result(work, pool):
             # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
             while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
                 time.sleep(0.02)
-            dead = [p for p in workers if p.exitcode not in (None, 0, -signal.SIGTERM)]
-        how = f"was killed by {signal.Signals(-dead[0].exitcode).name}" if dead and dead[0].exitcode < 0 else "died"
-        who = f"worker process {dead[0].pid}" if dead else "a worker process"
-        raise UserError(f"tokenizing stopped: {who} {how}, most likely by the out-of-memory killer: {HELD}") from None
+        raise UserError(f"tokenizing stopped: {death(workers)}: {HELD}") from None
+
+
+def death(workers):
+    """Which worker ended, and how, in words. Every end counts (a worker runs until the pool stops), but the
+    executor SIGTERMs the rest once one is gone, so an end by SIGTERM is named only where no other explains it, and
+    then all of them: which came first, the exit codes cannot tell."""
+    ended = [p for p in workers if p.exitcode is not None]
+    if not ended:
+        return "a worker process ended"
+    first = [p for p in ended if p.exitcode != -signal.SIGTERM][:1] or ended
+    code = first[0].exitcode
+    who = (f"worker process {first[0].pid}" if len(first) == 1 else
+           f"one of worker processes {', '.join(str(p.pid) for p in first)}")
+    if code >= 0:
+        return f"{who} exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:  # a real-time signal has no name of its own
+        name = f"signal {-code}"
+    oom = ", most likely by the out-of-memory killer" if code == -signal.SIGKILL else ""  # its way to end one
+    return f"{who} was killed by {name}{oom}"

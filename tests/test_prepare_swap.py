@@ -1,8 +1,7 @@
 """prepare.py replaces a prepared dataset in one step (lib/atomic_files.py new_folder): every call that opens, writes,
 renames or removes is made to fail in turn, on both paths, and a corpus run is SIGKILLed at each such call and at
 moments in time, and a Ctrl-C arrives just after each; the dataset there before is left byte for byte, or the new
-one whole, and the workers end with it. A tokenizing worker killed as the OOM killer does is one line within
-seconds."""
+one whole, and the workers end with it. How a worker's own end reads: test_prepare_workers.py."""
 
 import builtins
 import errno
@@ -352,34 +351,6 @@ def big_corpus(tmp_path, n_lines=28_000, copies=3):
     return tmp_path / 'big', out
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.path.isdir('/proc'), reason='finds the workers in /proc')
-def test_a_worker_killed_midway_is_one_line_within_seconds_and_the_old_dataset_stays(tmp_path):
-    big, out = big_corpus(tmp_path)  # and out/c, a small dataset it is to replace
-    held = folder_bytes(out / 'c')
-    process = subprocess.Popen([sys.executable, 'prepare.py', f'--input={big}', f'--out_dir={out}', '--dataset=c',
-                                '--workers=2'], cwd=REPO_ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    growing = out / f'.c.tmp-{process.pid}' / 'train.bin'
-    deadline = time.monotonic() + 60
-    while not (growing.exists() and growing.stat().st_size) and process.poll() is None:  # streaming, mid-corpus
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    workers = [pid for pid in children(process.pid) if b'spawn_main' in open(f'/proc/{pid}/cmdline', 'rb').read()]
-    assert workers and process.poll() is None
-    os.kill(workers[0], signal.SIGKILL)
-    killed = time.monotonic()
-    try:
-        _, stderr = process.communicate(timeout=30)
-    finally:  # a Pool's replacement worker would outlive it
-        kill_all(children(process.pid) + workers + [process.pid])
-    assert time.monotonic() - killed < 15
-    assert process.returncode == 2 and stderr.splitlines() == [stderr.strip()], stderr
-    assert stderr.startswith(f'error: tokenizing stopped: worker process {workers[0]} was killed by SIGKILL, most '
-                             f'likely by the out-of-memory killer: each worker holds'), stderr
-    assert folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
-
-
 @pytest.mark.parametrize('held', ['the input itself', 'a checkpoint'])
 def test_a_folder_that_holds_anything_but_a_dataset_is_never_replaced(held, tmp_path):
     """The swap replaces a folder whole, so it replaces only a prepared dataset's: a --dataset whose folder holds the
@@ -432,58 +403,3 @@ def test_a_path_in_bytes_that_are_not_utf8_is_printed_escaped_under_a_strict_utf
                             env=dict(ENV, PYTHONIOENCODING='utf-8'), capture_output=True, timeout=120)
     assert result.returncode == 0 and b'Traceback' not in result.stderr, result.stderr[-500:]
     assert b'caf\\udce9' in result.stdout or b'caf\\xe9' in result.stdout
-
-
-def test_a_worker_death_the_executor_misses_still_ends_the_wait_in_seconds():
-    """The executor can miss a worker's death (one killed while it holds the task queue's lock) and leave its future
-    pending forever: corpus.result watches the workers itself. A future that never completes beside a worker the
-    OOM killer took is one line naming it within seconds, not a hang."""
-    import concurrent.futures
-    import types
-    from lib import corpus
-    killed = types.SimpleNamespace(pid=4242, exitcode=-signal.SIGKILL)
-    alive = types.SimpleNamespace(pid=4243, exitcode=None)
-    pool = types.SimpleNamespace(_processes={alive.pid: alive, killed.pid: killed})
-    started = time.monotonic()
-    with pytest.raises(UserError, match=r'^tokenizing stopped: worker process 4242 was killed by SIGKILL, most likely '
-                                        r'by the out-of-memory killer'):
-        corpus.result(concurrent.futures.Future(), pool)
-    assert time.monotonic() - started < 5
-    done = concurrent.futures.Future()
-    done.set_result('ids')
-    pool._processes = {alive.pid: alive}  # every worker alive: the wait is the chunk's, however long
-    assert corpus.result(done, pool) == 'ids'
-
-
-@pytest.mark.parametrize('kill_before', [2, 6], ids=['before-any-write', 'after-writes'])
-def test_a_worker_killed_before_a_chunk_is_handed_out_is_the_same_one_line(kill_before, tmp_path, monkeypatch):
-    """A worker the OOM killer takes between two chunks: the pool refuses the next chunk at once (submit raises, not
-    a future), at a moment the in-flight kill above reaches only by chance. Here the kill is placed just before the
-    kill_before-th chunk is handed out: before the writer has a chunk's ids, and after it has written some (it keeps
-    at most 2 chunks a worker, here 4, waiting)."""
-    import concurrent.futures
-    big, out = big_corpus(tmp_path, n_lines=4_000, copies=1)  # 500 documents: 8 chunks
-    held = folder_bytes(out / 'c')
-    real_submit, handed, victims, refusals = concurrent.futures.ProcessPoolExecutor.submit, [0], [], []
-
-    def submit_after_a_kill(pool, *args):
-        handed[0] += 1
-        if handed[0] == kill_before:
-            victims.append(next(iter(pool._processes.values())).pid)
-            os.kill(victims[0], signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while not pool._broken:  # the executor's own thread sees the death and breaks the pool
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
-        try:
-            return real_submit(pool, *args)
-        except concurrent.futures.process.BrokenProcessPool:
-            refusals.append(handed[0])
-            raise
-    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, 'submit', submit_after_a_kill)
-    with pytest.raises(UserError) as refused:
-        prepare.main([f'--input={big}', f'--out_dir={out}', '--dataset=c', '--workers=2', '--progress=false'])
-    assert str(refused.value).startswith(f'tokenizing stopped: worker process {victims[0]} was killed by SIGKILL, '
-                                         f'most likely by the out-of-memory killer')
-    assert refusals[0] == kill_before  # the pool refused the chunk after the kill: the path this test is for
-    assert folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
