@@ -28,6 +28,8 @@
 #                                                 # over one epoch (1,376 steps), three seeds: the cost at each eighth
 #   bash config/experiment7.sh remedy_horizon_lower [coupled|per_step]  # each horizon arm a rung lower on every
 #                                                 # rate, over the same epoch, one seed: its rate at its own length
+#   bash config/experiment7.sh remedy_horizon_confirm [coupled|per_step]  # the lower rungs that won: three seeds,
+#                                                 # and a rung lower again
 #   bash config/experiment7.sh remedy_depth [coupled|per_step]  # the best remedy at w160 x 4 layers: its own rate
 #                                                 # swept, then five seeds paired with that size's untied and tied
 # The sizes, the grids and the lengths are lab/experiment7_tables.py's, which also estimates each stage's hours.
@@ -259,6 +261,28 @@ remedy_horizon_lower)  # the horizon at its own length: each arm it trained, a r
             $([[ $dir == *emb_scale* ]] && echo --emb_scale=true) $(python $tables flags horizon) \
             --ends_decay="${1:-coupled}" --out_dir="$dir-lower"
     done ;;
+remedy_horizon_confirm)  # the rungs of remedy_horizon_lower that beat their pick on seed 1337 by more than the
+    # pick's seed spread (tied x10, untied with sqrt(d) x30,x3, proj with sqrt(d) x3): seeds 1338-1339 each, then a
+    # summary of the three; and a rung lower again on seed 1337 (tied x3, untied x30,x1 and x10,x3, proj x1). One
+    # run at a time on one torch thread, as remedy_horizon_lower.
+    at=out-exp7-rhorizon-adamw-w160-${1:-coupled}
+    horizon="$(python $tables flags horizon) --ends_decay=${1:-coupled} --jobs=1"
+    read -r -a won <<< "tied_e10:$at-lower untied_e30_h3:$at-emb_scale-untied-lower proj_e3:$at-emb_scale-lower"
+    for arm in "${won[@]}"; do
+        row=${arm%%:*} dir=${arm#*:} scale=$([[ $arm == *emb_scale* ]] && echo --emb_scale=true)
+        for seed in 1338 1339; do
+            OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$row" --seed=$seed \
+                --seeds=1 $scale $horizon --out_dir="$dir"
+        done
+        OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$row" --seeds=3 $scale \
+            $horizon --out_dir="$dir"  # trains nothing: the three seeds' summary
+        cp "$dir/summary.md" "$dir/summary-confirmed.md" && cp "$dir/summary.json" "$dir/summary-confirmed.json"
+    done
+    for arm in tied_e3:$at-lower2 untied_e30_h3,untied_e10_h10,untied_e30_h1,untied_e10_h3:$at-emb_scale-untied-lower \
+               proj_e3,proj_e1:$at-emb_scale-lower; do  # seed 1337's rungs side by side
+        OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw --modes="${arm%%:*}" --seeds=1 \
+            $([[ $arm == *emb_scale* ]] && echo --emb_scale=true) $horizon --out_dir="${arm#*:}"
+    done ;;
 remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own rate (half length, one seed, widened),
     # then its best, and that size's untied and plain tied bests (their committed sweep), on five fresh seeds each
     # (1342 on: none of them picked a rate), paired by seed, all with the control's warmup
@@ -291,6 +315,6 @@ horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: th
         python lab/experiment7_tables.py curves "out-exp7-horizon-muon-$size"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac
