@@ -6,7 +6,9 @@ import contextlib
 import difflib
 import io
 import os
+import signal
 import sys
+import threading
 import tokenize
 import traceback
 import types
@@ -21,6 +23,19 @@ def run_cli(main):
     for stream in (sys.stdout, sys.stderr):  # a path in bytes that are not UTF-8 is shown escaped, never a traceback
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="backslashreplace")
+    # Python's Ctrl-C raises KeyboardInterrupt at every press: a second one, a moment after the first, would land in
+    # the first one's cleanup (workers being stopped, a temp folder removed) or in the interpreter's exit, which
+    # print Python's own traceback. Here only the first counts; the rest of the run is its ending.
+    previous, came = signal.getsignal(signal.SIGINT), []
+
+    def first_ctrl_c_only(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler put back later (train.py's) still ignores the rest
+        if not came:
+            came.append(signum)
+            raise KeyboardInterrupt
+    owned = threading.current_thread() is threading.main_thread() and previous is signal.default_int_handler
+    if owned:
+        signal.signal(signal.SIGINT, first_ctrl_c_only)
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:
@@ -37,6 +52,9 @@ def run_cli(main):
         # traceback. Point stdout at /dev/null so the interpreter's final flush fails quietly too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    finally:
+        if owned:  # as it was where no Ctrl-C came (tests call run_cli in their own process); else ignored to the end
+            signal.signal(signal.SIGINT, signal.SIG_IGN if came else previous)
 
 
 _TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}

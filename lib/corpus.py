@@ -331,6 +331,12 @@ def result(work, pool):
             # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
             while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
                 time.sleep(0.02)
+        except (UserError, KeyboardInterrupt, SystemExit, MemoryError):  # a MemoryError: prepare.py's own line
+            raise
+        except BaseException as failed:  # raised in a worker (a MemoryError, the tokenizer's Rust panic, which is
+            # not an Exception) or in sending it back (an error that does not pickle)
+            raise UserError(f"tokenizing stopped: a worker process failed with {type(failed).__name__}: "
+                            f"{' '.join(str(failed).split())[:200]}: {HELD}") from None
         raise UserError(f"tokenizing stopped: {death(workers)}: {HELD}") from None
 
 

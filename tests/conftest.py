@@ -261,8 +261,10 @@ def run_in_process(script, *args):
     import io
     import traceback
     from lib.command_line import run_cli
+    import signal
     module = importlib.import_module(script.removesuffix('.py'))
     out, err, argv, code = io.StringIO(), io.StringIO(), sys.argv, 0
+    ctrl_c = signal.getsignal(signal.SIGINT)  # run_cli ignores Ctrl-C from the first one on; this process goes on
     sys.argv = [script, *args]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -275,6 +277,7 @@ def run_in_process(script, *args):
                 code = 1
     finally:
         sys.argv = argv
+        signal.signal(signal.SIGINT, ctrl_c)
     return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
 
 

@@ -289,3 +289,46 @@ def test_help_shows_each_keys_meaning_from_where_its_default_is_written():
     assert 'adamw; or muon' in lines['--optimizer'] and '(model.GPT.optimizer_groups)' in lines['--optimizer']
     assert lines['--optimizer'].endswith('one of: adamw, muon')
     assert lines['--max_iters'].split(None, 1)[1] == 'optimizer steps in all'
+
+
+def test_only_the_first_ctrl_c_counts_the_rest_of_the_run_is_its_ending(tmp_path):
+    """Ctrl-C pressed again while the first one's cleanup runs, and again as the interpreter exits (where Python
+    itself would print 'Exception ignored ... KeyboardInterrupt'): both cleanups finish, one line, exit code 130."""
+    import signal
+    import time
+    script = tmp_path / "slow_to_stop.py"
+    script.write_text(textwrap.dedent(f"""
+        import atexit, os, sys, time
+        sys.path.insert(0, {REPO_ROOT!r})
+        from lib.command_line import run_cli
+        def mark(name):
+            open(os.path.join({str(tmp_path)!r}, name), "w").close()
+        def slow_exit():
+            mark("exiting")
+            time.sleep(1)
+            mark("exited")
+        def main(argv):
+            atexit.register(slow_exit)
+            mark("ready")
+            try:
+                time.sleep(60)
+            finally:
+                mark("cleaning")
+                time.sleep(1)
+                mark("cleaned")
+        run_cli(main)
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for marker in ("ready", "cleaning", "exiting"):
+            deadline = time.monotonic() + 30
+            while not (tmp_path / marker).exists():
+                assert time.monotonic() < deadline and process.poll() is None, marker
+                time.sleep(0.01)
+            process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=30)[1]
+    finally:
+        process.kill()
+    assert (tmp_path / "cleaned").exists() and (tmp_path / "exited").exists()
+    assert process.returncode == 130 and stderr == "interrupted\n", stderr

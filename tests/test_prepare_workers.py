@@ -122,9 +122,18 @@ def first(role):
     os.write(fd, str(os.getpid()).encode())
     return True
 
+class Unsendable(Exception):  # as an error whose pickling fails on the way back
+    def __reduce__(self):
+        raise TypeError('cannot pickle Unsendable')
+
+class PanicException(BaseException):  # as the tokenizer's Rust panic: not an Exception
+    pass
+
 def end():
     if HOW == 'stopped' and first('stopped'):
         os.kill(os.getpid(), signal.SIGSTOP)
+    elif HOW.startswith('raises') and first('ended'):
+        raise PanicException('planted') if HOW == 'raises-PanicException' else Unsendable()
     elif first('ended'):
         os._exit(0) if HOW == 'exit-0' else os.kill(os.getpid(), getattr(signal, HOW.replace('stopped', 'SIGKILL')))
         __import__('time').sleep(5)
@@ -163,12 +172,16 @@ if __name__ == '__main__':
     ('writing-its-result', 'SIGKILL', 'was killed by SIGKILL, most likely by the out-of-memory killer'),
     ('tokenizing', 'stopped', 'was killed by SIGKILL, most likely by the out-of-memory killer'),
     ('tokenizing', 'SIGTERM', 'was killed by SIGTERM'),
-    ('tokenizing', 'exit-0', 'exited with code 0')])
+    ('tokenizing', 'exit-0', 'exited with code 0'),
+    ('tokenizing', 'raises-PanicException', 'failed with PanicException: planted'),
+    ('tokenizing', 'raises-Unsendable', "failed with TypeError: cannot pickle Unsendable")])
 def test_a_worker_ending_at_any_point_of_its_work_is_one_line_that_names_it_and_prepare_ends(point, how, named,
                                                                                              tmp_path):
     """However a worker ends, mid-read of a chunk, mid-write of a result (the executor's reader then waits on half
-    a message), stopped while another is killed (a SIGTERM never reaches a stopped process), prepare.py prints one
-    line naming that worker and how it ended, exits within seconds, and leaves no worker and the old dataset."""
+    a message), stopped while another is killed (a SIGTERM never reaches a stopped process), or failing with an
+    error of its own (one that does not pickle back too), prepare.py prints one line naming that worker (or, for an
+    error, which a future brings without a pid, what it was) and how it ended, exits within seconds, and leaves no
+    worker and the old dataset."""
     (tmp_path / 'big').mkdir()  # chunks of 64 documents of ~3.5 KB: larger than a pipe holds, so a write of one blocks
     with open(tmp_path / 'big' / 'a.jsonl', 'w', encoding='utf-8') as f:
         f.writelines(json.dumps({'text': ' '.join([sentence(k)] * 40)}) + '\n' for k in range(600))
@@ -192,7 +205,7 @@ def test_a_worker_ending_at_any_point_of_its_work_is_one_line_that_names_it_and_
     victim = (marks / 'ended').read_text()
     # the executor SIGTERMs the other worker too: which SIGTERM came first, the exit codes cannot tell
     who = (rf'(worker process {victim}|one of worker processes (\d+, )*{victim}(, \d+)*)' if how == 'SIGTERM' else
-           f'worker process {victim}')
+           'a worker process' if how.startswith('raises') else f'worker process {victim}')  # a future names none
     assert re.fullmatch(rf'error: tokenizing stopped: {who} {named}: each worker holds .*\n', stderr), stderr
     assert not left and folder_bytes(out / 'c') == held and os.listdir(out) == ['c']
 
