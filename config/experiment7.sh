@@ -277,6 +277,7 @@ remedy_horizon_confirm)  # the rungs of remedy_horizon_lower that beat their pic
         OMP_NUM_THREADS=1 python ablate.py config/ladder_w160.py --optimizer=adamw --modes="$row" --seeds=3 $scale \
             $horizon --out_dir="$dir"  # trains nothing: the three seeds' summary
         cp "$dir/summary.md" "$dir/summary-confirmed.md" && cp "$dir/summary.json" "$dir/summary-confirmed.json"
+        python $tables curves "$dir" && mv "$dir/curves.csv" "$dir/curves-confirmed.csv"
     done
     for arm in tied_e3:$at-lower2 untied_e30_h3,untied_e10_h10,untied_e30_h1,untied_e10_h3:$at-emb_scale-untied-lower \
                proj_e3,proj_e1:$at-emb_scale-lower; do  # seed 1337's rungs side by side

@@ -1,6 +1,6 @@
 """Many training runs side by side: worker processes with a share of the CPU threads each, a claim on
-every run folder so that no two processes ever train the same run, each run's output in a log in its
-folder, one progress bar over them all, and Ctrl-C and failed runs handled run by run.
+every run folder so that no two processes ever train the same run, a log and a bar, and Ctrl-C and
+failed runs handled run by run.
 
 The caller (ablate.py) gives a function run_fn(payload, progress) that trains one claimed run and
 returns a dict with at least 'line' (what to print when it ends); it must be a module-level function

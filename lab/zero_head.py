@@ -1,7 +1,6 @@
-"""Experiment 8's paired tables (config/experiment8.sh): the zero head's pick on the five seeds of the committed runs
-it is paired with (experiment 6's confirmation for adamw and muon, experiment 7's remedy stages for w160), against
-tied at its best and untied (its head drawn N(0, sigma^2)) at its best, seed by seed, beside the floor that counting
-reaches on the same text; and whether this machine reproduces a run it is paired with.
+"""Experiment 8's paired tables (config/experiment8.sh): the zero head's pick against tied and the normal head, each at
+its best, seed by seed on the committed runs' seeds, beside the floor; and whether this machine reproduces a run it
+is paired with. The pairs: experiment 6's confirmation for adamw and muon, experiment 7's remedy stages for w160.
 
     python lab/zero_head.py [adamw|muon|w160|w160_horizon ...]  # the out-exp8 folders where they are, else docs/results/
 """

@@ -419,7 +419,8 @@ README_QUOTES = {
                    ('{adamw_w160_best} at w160 (20 layers)', 'each at its best, 200 steps', None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
                     'w160, fresh seeds, against untied with √d', None),
-                   ('one epoch, at the 200-step picks: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
+                   ('one epoch, each tuned at that length: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None,
+                    None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
          'at its best', None, 'Under AdamW'),
@@ -430,8 +431,8 @@ README_QUOTES = {
          'Each remedy at its own rate against untied at w160'),
         ('plain tied (×30) {depth4_tied} and `proj` with √d (×10) {depth4_proj_sqrt_d}', None, 'At 4 layers'),
         ('at 20 layers against that same form, {depth20_tied} and {depth20_proj_sqrt_d}', None, None),
-        ('plain tied (×30) {horizon_adamw_tied}, `proj` with √d (×10) {horizon_adamw_proj_sqrt_d}', None,
-         'Over one epoch at w160')],
+        ('plain tied (×10) {horizon_adamw_tied}, `proj` with √d (×3) {horizon_adamw_proj_sqrt_d}', None,
+         'Over one epoch at w160, each at its rate for that length')],
     19: [('at width 128, {deeper_w128_untied}', None, 'deeper tied minus untied'),
          ('at width 160, {deeper_w160_untied}', None, 'deeper tied minus untied'),
          ('against the tied model of the base depth {deeper_w128_tied} and {deeper_w160_tied}', None, None)],
@@ -465,8 +466,9 @@ DOC_QUOTES = {
          ('and {depth20_tied} at 20', None, None),
          ('ends below this untied at 20 ({depth20_proj_sqrt_d})', None, None)],
     '**Over one epoch under AdamW plain tying\'s cost shrinks but stays':
-        [('shrinks but stays: {horizon_adamw_tied} at the end', None, None),
+        [('shrinks but stays: {horizon_adamw_tied} at the end, each arm at its rate for that length', None, None),
          ('stays level with untied, {horizon_adamw_proj_sqrt_d}', None, None)],
+
     '**The prediction, written down on':
         [('The fitted line says {gpt2_muon_best} at tuned rates', None, None),
          ('says {gpt2_muon_default} at GPT-2 small', 'at the default rates', None)],
@@ -476,6 +478,7 @@ DOC_QUOTES = {
 # the two untied forms on the three choosing seeds), and the depth stage's untied is untied without it, as its table
 # says. {key: (folder, row)}
 FRESH = 'experiment7-rfresh-adamw-w160-coupled'
+HORIZON = 'experiment7-rhorizon-adamw-w160-coupled'
 REMEDY_ARMS = {
     'adamw_fresh': dict(untied=(f'{FRESH}-emb_scale-untied', 'untied_e30_h10'), tied=(FRESH, 'tied_e30'),
                   proj=(FRESH, 'proj_e100'), tied_sqrt_d=(f'{FRESH}-emb_scale', 'tied_e10'),
@@ -485,10 +488,17 @@ REMEDY_ARMS = {
                    proj_sqrt_d=('experiment7-rdepth-adamw-w160_shallow-coupled-emb_scale', 'proj_e10')),
     'depth20': dict(untied=(f'{FRESH}-untied', 'untied_e100_h3'), tied=(FRESH, 'tied_e30'),
                     proj_sqrt_d=(f'{FRESH}-emb_scale', 'proj_e10')),
-    'horizon_adamw': dict(untied=('experiment7-rhorizon-adamw-w160-coupled-emb_scale-untied', 'untied_e30_h10'),
-                          tied=('experiment7-rhorizon-adamw-w160-coupled', 'tied_e30'),
-                          proj_sqrt_d=('experiment7-rhorizon-adamw-w160-coupled-emb_scale', 'proj_e10')),
+    'horizon_adamw': dict(untied=(f'{HORIZON}-emb_scale-untied-lower-confirmed', 'untied_e30_h3'),
+                          tied=(f'{HORIZON}-lower', 'tied_e10'),
+                          proj_sqrt_d=(f'{HORIZON}-emb_scale-lower-confirmed', 'proj_e3')),
 }
+# The horizon as first trained, every arm at its 200-step pick: the page keeps its costs beside the re-read ones
+HORIZON_AT_200_STEP_PICKS = dict(untied=(f'{HORIZON}-emb_scale-untied', 'untied_e30_h10'), tied=(HORIZON, 'tied_e30'),
+                                 proj_sqrt_d=(f'{HORIZON}-emb_scale', 'proj_e10'))
+# The AdamW horizon's rungs on seed 1337, each arm's folders: its 200-step pick, a rung lower, a rung lower again
+HORIZON_RUNGS = {'untied': [f'{HORIZON}-emb_scale-untied', f'{HORIZON}-emb_scale-untied-lower'],
+                 'tied': [HORIZON, f'{HORIZON}-lower', f'{HORIZON}-lower2'],
+                 'proj_sqrt_d': [f'{HORIZON}-emb_scale', f'{HORIZON}-emb_scale-lower']}
 GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024)  # and GPT-2's 50,257 ids
 
 
@@ -654,16 +664,72 @@ def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_ag
     assert said in page, said
 
 
-def test_the_adamw_horizon_quotes_tied_a_rung_lower_at_its_own_length_beside_its_pick_on_the_same_seed():
-    """remedy_horizon_lower's first run: tied a rung below its 200-step pick over the same epoch, one seed, quoted
-    beside the committed pick's run on that seed (not its three-seed mean), each as its record holds it."""
-    lower = committed_summary('experiment7-rhorizon-adamw-w160-coupled-lower')
-    pick = committed_summary('experiment7-rhorizon-adamw-w160-coupled')
-    (seed,) = lower['seeds']
-    assert lower['max_iters'] == pick['max_iters'] == 1376 and lower.get('trained_on') == pick.get('trained_on')
-    ours = lower['modes']['tied_e10']['val_loss_all']['per_seed'][0]
-    theirs = pick['modes']['tied_e30']['val_loss_all']['per_seed'][pick['seeds'].index(seed)]
-    page = markdown_block(DOC, 'As the Muon horizon, with the fresh-seed picks')
-    said = (f"tied ×10 ends [{ours:.3f}](results/experiment7-rhorizon-adamw-w160-coupled-lower/summary.md) against "
-            f"×30's {theirs:.3f} (seed {seed})")
-    assert said in page, said
+def test_each_adamw_horizon_arm_is_read_at_the_best_of_its_rungs_at_that_length(tables):
+    """remedy_horizon_lower and remedy_horizon_confirm: each arm's quoted rate over the epoch is the lowest of its
+    rungs there on seed 1337, with the rung above it (the 200-step pick or one between) and every rung below it on
+    each rate it tunes trained too, and its three seeds are the other arms' (the pairs hold). A pick the horizon
+    never confirmed against the rung below it (the 200-step picks as they were quoted) fails here."""
+    for arm, folders in HORIZON_RUNGS.items():
+        record, row = REMEDY_ARMS['horizon_adamw'][arm]
+        ends = {}
+        for folder in folders:
+            summary = committed_summary(folder)
+            assert summary['max_iters'] == 1376 and summary.get('trained_on') == 'every run on cpu in float32'
+            for name, cells in summary['modes'].items():
+                ends[name] = cells['val_loss_all']['per_seed'][summary['seeds'].index(1337)]
+        assert min(ends, key=ends.get) == row, (arm, ends)
+        below = {tables.row_key(name) for name in run_tables(tables, 'lower', row).split(',')}  # proj_e1 is proj
+        trained = {tables.row_key(name) for name in ends}
+        assert below <= trained and len(trained) > len(below) + 1, (arm, below, trained)
+        confirmed = committed_summary(record)
+        assert confirmed['seeds'] == [1337, 1338, 1339] and list(confirmed['modes']) == [row]
+        assert confirmed['modes'][row]['val_loss_all']['per_seed'][0] == ends[row]  # the same run
+    first = {arm: (committed_summary(name), row) for arm, (name, row) in HORIZON_AT_200_STEP_PICKS.items()}
+    page = markdown_block(DOC, 'As the Muon horizon, warmup 172, float32, each arm at its rate for this length')
+    said = (f"At the 200-step picks tying cost "
+            f"{interval(first['tied'], first['untied']).strip('*')} and `proj` "
+            f"{interval(first['proj_sqrt_d'], first['untied']).strip('*')}")
+    assert said.replace('-', '−') in page.replace('-', '−'), said
+
+
+def test_the_adamw_horizons_rungs_in_the_records_notes_are_the_committed_runs():
+    """The rungs the page links to (docs/results/experiment7/notes.md): every seed-1337 end quoted there is its
+    record's."""
+    with open(os.path.join(ROOT, 'docs', 'results', 'experiment7', 'notes.md'), encoding='utf-8') as f:
+        notes = f.read().split("## The AdamW horizon's rungs")[1]
+    for arm, folders in HORIZON_RUNGS.items():
+        for folder in folders:
+            summary = committed_summary(folder)
+            for name, cells in summary['modes'].items():
+                said = f"| `{name}` | {cells['val_loss_all']['per_seed'][summary['seeds'].index(1337)]:.3f} |"
+                assert said in notes, said
+
+
+def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
+    """Every row of the AdamW horizon's table, in its order: the arm at its rate for that length, its mean
+    evaluation at steps 172, 688 and 1,376 over the three seeds (the record's curves.csv), its whole-split end
+    (mean ± std) and its paired cost against untied, each as the records give them."""
+    import csv
+    import statistics
+    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
+        text = f.read()
+    text = text[text.index('### The horizon under AdamW'):]
+    lines = text[text.index('| arm | step 172 |'):].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+    arms = REMEDY_ARMS['horizon_adamw']
+    untied = (committed_summary(arms['untied'][0]), arms['untied'][1])
+    names = {'untied': '`untied`, √d', 'tied': '`tied`', 'proj_sqrt_d': '`proj`, √d'}
+    expected = []
+    for arm, (record, row) in arms.items():
+        summary = committed_summary(record)
+        with open(os.path.join(ROOT, 'docs', 'results', record, 'curves.csv'), encoding='utf-8') as f:
+            curve = [r for r in csv.DictReader(f) if r['mode'] == row]
+        assert sorted({int(r['seed']) for r in curve}) == summary['seeds']
+        steps = [f"{statistics.mean(float(r['val_loss']) for r in curve if r['iter'] == str(step)):.3f}"
+                 for step in (172, 688, 1376)]
+        key = tables.row_key(row)[1]
+        rates = ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
+        end = summary['modes'][row]['val_loss_all']
+        against = '–' if arm == 'untied' else interval((summary, row), untied)
+        expected.append([f'{names[arm]} ({rates})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}", against])
+    assert rows == expected
