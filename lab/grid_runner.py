@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from lib.command_line import UserError
+from lib.command_line import UserError, ctrl_c_once, ending, put_back, sigint_blocked
 from lib.progress import on_terminal, say
 
 try:
@@ -296,6 +296,7 @@ def worker_main(conn, threads, run_fn):
     with contextlib.suppress(OSError, AttributeError):
         os.setsid()
     parent = ToParent(conn)
+    ctrl_c_once()  # the parent passes a Ctrl-C on at most twice; the first one ends the worker's work either way
     try:
         if hasattr(signal, 'pthread_sigmask'):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a Ctrl-C that came meanwhile lands here
@@ -321,23 +322,20 @@ class Worker:
         # torch's thread pool (and inductor's compile pool) is sized from the environment at its import: the
         # worker starts with these two set, and this process's environment is put back as it was.
         # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
-        masks = hasattr(signal, 'pthread_sigmask')  # POSIX
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
         # A GPU of its own (CUDA reads CUDA_VISIBLE_DEVICES once, when the worker first touches it): cuda is then it.
         sized = ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS') + (('CUDA_VISIBLE_DEVICES',) if gpu else ())
         saved = {key: os.environ.get(key) for key in sized}
         os.environ.update({key: str(threads) for key in sized[:2]}, **({'CUDA_VISIBLE_DEVICES': gpu} if gpu else {}))
         try:
-            self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
-            self.process.start()
+            with sigint_blocked():
+                self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
+                self.process.start()
         finally:  # only the two keys: clearing the whole environment would empty it for other threads meanwhile
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-            if masks:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()
 
     def interrupt(self):
@@ -364,6 +362,8 @@ class WorkerPool(Grid):
         self.stops.append(time.monotonic())
         os.write(2, b"\nCtrl-C: every run saves a checkpoint and stops; Ctrl-C again stops them at once\n"
                  if len(self.stops) == 1 else b"\nCtrl-C again: stopping every run at once\n")
+        if len(self.stops) > 1:
+            ending()  # every run told to stop at once: nothing more a Ctrl-C could ask
         for worker in self.workers:
             worker.interrupt()
 
@@ -476,8 +476,9 @@ def run_in_workers(tasks, run_fn, jobs, threads, bar, on_done, on_failed, gpus=N
     finally:
         pool.close()
         if in_main:
-            signal.signal(signal.SIGINT, previous)
+            put_back(signal.SIGINT, previous)
     if pool.stops:
+        ending()
         raise KeyboardInterrupt("; ".join(f"{task.label} {message.split(':')[0]}" for task, message in pool.stopped)
                                 or "stopped")
     return pool.pids

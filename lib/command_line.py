@@ -1,5 +1,5 @@
 """The command line every script shares: --key=value options and config files, the error type
-for user mistakes, and the wrapper that prints one as a single line with exit code 2."""
+for user mistakes, the wrapper that prints one as a single line with exit code 2, and Ctrl-C's rules."""
 
 import ast
 import contextlib
@@ -23,19 +23,7 @@ def run_cli(main):
     for stream in (sys.stdout, sys.stderr):  # a path in bytes that are not UTF-8 is shown escaped, never a traceback
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="backslashreplace")
-    # Python's Ctrl-C raises KeyboardInterrupt at every press: a second one, a moment after the first, would land in
-    # the first one's cleanup (workers being stopped, a temp folder removed) or in the interpreter's exit, which
-    # print Python's own traceback. Here only the first counts; the rest of the run is its ending.
-    previous, came = signal.getsignal(signal.SIGINT), []
-
-    def first_ctrl_c_only(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler put back later (train.py's) still ignores the rest
-        if not came:
-            came.append(signum)
-            raise KeyboardInterrupt
-    owned = threading.current_thread() is threading.main_thread() and previous is signal.default_int_handler
-    if owned:
-        signal.signal(signal.SIGINT, first_ctrl_c_only)
+    owned = ctrl_c_once() is not None
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:
@@ -43,6 +31,7 @@ def run_cli(main):
         print("error: " + " ".join(str(e).split("\n")), file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as e:
+        ending()
         # 130 = 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C. A script that
         # saved its work says so in the exception's message.
         print(str(e) or "interrupted", file=sys.stderr)
@@ -53,8 +42,65 @@ def run_cli(main):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     finally:
-        if owned:  # as it was where no Ctrl-C came (tests call run_cli in their own process); else ignored to the end
-            signal.signal(signal.SIGINT, signal.SIG_IGN if came else previous)
+        if owned:  # the interpreter's exit follows, joining threads and freeing torch: nothing a Ctrl-C could stop
+            ending()
+
+
+# Set once a run is ending; a handler is then never put back over the ignored SIGINT (put_back).
+_ENDING = []
+
+
+def ctrl_c_once():
+    """Python's Ctrl-C raises KeyboardInterrupt at every press: a second one, a moment after the first, lands in the
+    first one's cleanup (workers being stopped, a checkpoint's temp file removed) or in the interpreter's exit, which
+    print Python's own traceback or die by the signal. From here on in this process only the first counts: it raises,
+    and the run is ending (ending()). Returns the handler it replaced; off the main thread, or where SIGINT is not
+    Python's default (ignored, as under nohup, or another's), it changes nothing and returns None."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        return None
+    _ENDING.clear()
+    return signal.signal(signal.SIGINT, _first_ctrl_c_only)
+
+
+def _first_ctrl_c_only(signum, frame):
+    if not _ENDING:
+        ending()
+        raise KeyboardInterrupt
+
+
+def ending():
+    """The run is ending: stopped by Ctrl-C and saved (or stopping at once), or done. A later Ctrl-C has nothing left
+    to stop and would only cut the ending short, so from here on SIGINT is ignored in this process. (A test that
+    calls run_cli in its own process puts its handler back itself.)"""
+    _ENDING.append(True)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def put_back(number, handler):
+    """signal.signal(number, handler) for a handler held only for a while (train.py's Ctrl-C-saves, ablate.py's
+    grid), except over the ignored SIGINT of a run that is ending."""
+    if not (_ENDING and number == signal.SIGINT):
+        signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def sigint_blocked():
+    """SIGINT blocked in this thread for the block, so that a process started inside begins with it blocked (a mask
+    outlives fork and exec): a terminal's Ctrl-C, sent to the whole job, is then the parent's alone to answer, not a
+    traceback from a child mid-import. multiprocessing's resource tracker, started with the first child, unblocks
+    SIGINT on its way out instead of putting the mask back, so it is started before the block."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        yield
+        return
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 _TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from lib.atomic_files import new_folder, signals_deferred
-from lib.command_line import UserError
+from lib.command_line import UserError, sigint_blocked
 from lib.memory import format_bytes
 from lib.prepared_data import DATASET_FILES, gpt2_encoding, largest, write_meta
 from lib.progress import on_terminal
@@ -281,19 +281,12 @@ def stop(pool):
 
 @contextlib.contextmanager
 def workers_starting():
-    """Around a chunk handed out, which may start a worker for it: SIGINT blocked, so that the new process begins
-    with it blocked too (a mask outlives fork and exec, and Python leaves it; CPython's resource tracker starts the
-    same way). A terminal's Ctrl-C, sent to every process of the job, then reaches prepare.py alone, which ends its
-    workers, not a worker mid-import that would print a traceback. Here it waits for the block's end, deferred (the
-    executor's thread may take it despite this thread's mask), so that no start is cut in two."""
-    with signals_deferred((signal.SIGINT,)):
-        masks = hasattr(signal, 'pthread_sigmask')  # not on Windows, whose processes take no signal mask
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masks else None
-        try:
-            yield
-        finally:
-            if masks:
-                signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    """Around a chunk handed out, which may start a worker for it: SIGINT blocked (sigint_blocked), so that a
+    terminal's Ctrl-C, sent to every process of the job, reaches prepare.py alone, which ends its workers, not a
+    worker mid-import that would print a traceback. Here it waits for the block's end, deferred (the executor's
+    thread may take it despite this thread's mask), so that no start is cut in two."""
+    with signals_deferred((signal.SIGINT,)), sigint_blocked():
+        yield
 
 
 def submit(pool, chunk):
@@ -320,23 +313,24 @@ def result(work, pool):
         return encode_chunk(work)
     while True:
         workers = list((pool._processes or {}).values())
-        try:
-            return work.result(timeout=1)
-        except TimeoutError:
+        if not concurrent.futures.wait([work], timeout=1).done:  # a Ctrl-C here is this process's own
             if all(p.exitcode is None for p in workers):
                 continue
-        except concurrent.futures.process.BrokenProcessPool:
+        elif (failed := work.exception()) is None:
+            return work.result()
+        elif isinstance(failed, concurrent.futures.process.BrokenProcessPool):
             waited_until = time.monotonic() + 5
             # The executor's thread reaps the workers too; the thread that loses that race reads no exit code yet
             # (waitpid's ECHILD), so wait until every worker's code is in before choosing which one died.
             while any(p.exitcode is None for p in workers) and time.monotonic() < waited_until:
                 time.sleep(0.02)
-        except (UserError, KeyboardInterrupt, SystemExit, MemoryError):  # a MemoryError: prepare.py's own line
-            raise
-        except BaseException as failed:  # raised in a worker (a MemoryError, the tokenizer's Rust panic, which is
-            # not an Exception) or in sending it back (an error that does not pickle)
-            raise UserError(f"tokenizing stopped: a worker process failed with {type(failed).__name__}: "
-                            f"{' '.join(str(failed).split())[:200]}: {HELD}") from None
+        elif isinstance(failed, (UserError, MemoryError)):  # a MemoryError: prepare.py's own line
+            raise failed
+        else:  # whatever a worker raised (a SystemExit, a KeyboardInterrupt of its own, the tokenizer's Rust panic,
+            # which is no Exception) or met sending it back (an error that does not pickle): the worker's, not ours
+            said = ' '.join(str(failed).split())[:200]
+            raise UserError(f"tokenizing stopped: a worker process failed with {type(failed).__name__}"
+                            f"{': ' + said if said else ''}: {HELD}")
         raise UserError(f"tokenizing stopped: {death(workers)}: {HELD}") from None
 
 

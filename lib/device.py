@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
-from lib.command_line import UserError
+from lib.command_line import UserError, put_back
 
 def pick_device(device):
     """'auto' picks the best available device; an explicit one is checked, then passed through."""
@@ -193,4 +193,4 @@ def ctrl_c_saves(proc, run):
         raise KeyboardInterrupt(f"stopped at once; {run.kept()}") from None  # a second Ctrl-C, or no handler
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler)
+            put_back(number, handler)

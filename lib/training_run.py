@@ -15,7 +15,7 @@ import shlex
 from contextlib import ExitStack, contextmanager, suppress
 
 from lib.atomic_files import atomic_torch_save, atomic_write_bytes, make_folder, remove_stale_temps
-from lib.command_line import UserError, check_seed, given_keys, parse_config, set_setting
+from lib.command_line import UserError, check_seed, ending, given_keys, parse_config, set_setting
 from lib.hf_gpt2 import start_from_pretrained
 from lib.device import ctrl_c_saves
 from lib.memory import batch_memory_advice, check_memory, out_of_memory_is_user_error, out_of_memory_reason
@@ -401,6 +401,7 @@ class Run:
         if self.proc.cpu_group is not None:  # every rank waits for rank 0's save: torchrun ends them all at one's exit
             import torch.distributed as dist
             dist.barrier(group=self.proc.cpu_group)
+        ending()  # saved: a Ctrl-C from here on would only cut the exit short
         return KeyboardInterrupt(f"interrupted at iteration {iter_num}: checkpoint saved to {self.ckpt_path}; "
                                  f"continue with --init_from=resume {shlex.quote('--out_dir=' + self.cfg['out_dir'])}")
 

@@ -142,6 +142,19 @@ def cpu_unless_cuda_branch(request, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_as_it_was():
+    """A run that ends in this process (run_cli, a train() stopped by a Ctrl-C) ignores SIGINT from then on, as the
+    end of its process (lib.command_line.ending): the next test gets this process's handler back."""
+    import signal
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    from lib import command_line
+    command_line._ENDING.clear()
+    if signal.getsignal(signal.SIGINT) is not before:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def gpt2_files():
     if not gpt2_files_cached():

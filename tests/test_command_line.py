@@ -332,3 +332,32 @@ def test_only_the_first_ctrl_c_counts_the_rest_of_the_run_is_its_ending(tmp_path
         process.kill()
     assert (tmp_path / "cleaned").exists() and (tmp_path / "exited").exists()
     assert process.returncode == 130 and stderr == "interrupted\n", stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads a process's signal mask in /proc")
+def test_the_first_process_started_with_sigint_blocked_starts_with_it_blocked(tmp_path):
+    """sigint_blocked around a process's start: the new process begins with SIGINT blocked, the first one too,
+    whose start also starts multiprocessing's resource tracker, which unblocks SIGINT on its way out."""
+    script = tmp_path / "children.py"
+    script.write_text(textwrap.dedent(f"""
+        import multiprocessing, sys
+        sys.path.insert(0, {REPO_ROOT!r})
+        from lib.command_line import sigint_blocked
+
+        def report(conn):  # bit 1 of SigBlk is SIGINT (signal 2)
+            status = open("/proc/self/status").read()
+            conn.send(int(status.split("SigBlk:")[1].split()[0], 16) >> 1 & 1)
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("spawn")
+            for _ in range(2):
+                ours, theirs = context.Pipe()
+                with sigint_blocked():
+                    child = context.Process(target=report, args=(theirs,))
+                    child.start()
+                print(ours.recv())
+                child.join()
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "1"], result.stdout

@@ -3,6 +3,7 @@ mid-read of a chunk or mid-write of its result; stopped while another dies; a SI
 names the worker and how it ended, within seconds, no worker left, and the old dataset byte for byte. A terminal's
 Ctrl-C, which reaches the workers too, is prepare.py's alone to answer."""
 
+import contextlib
 import json
 import os
 import re
@@ -133,7 +134,9 @@ def end():
     if HOW == 'stopped' and first('stopped'):
         os.kill(os.getpid(), signal.SIGSTOP)
     elif HOW.startswith('raises') and first('ended'):
-        raise PanicException('planted') if HOW == 'raises-PanicException' else Unsendable()
+        raised = dict(PanicException=PanicException('planted'), SystemExit=SystemExit(3),
+                      KeyboardInterrupt=KeyboardInterrupt('planted'))
+        raise raised.get(HOW.removeprefix('raises-'), Unsendable())
     elif first('ended'):
         os._exit(0) if HOW == 'exit-0' else os.kill(os.getpid(), getattr(signal, HOW.replace('stopped', 'SIGKILL')))
         __import__('time').sleep(5)
@@ -174,7 +177,9 @@ if __name__ == '__main__':
     ('tokenizing', 'SIGTERM', 'was killed by SIGTERM'),
     ('tokenizing', 'exit-0', 'exited with code 0'),
     ('tokenizing', 'raises-PanicException', 'failed with PanicException: planted'),
-    ('tokenizing', 'raises-Unsendable', "failed with TypeError: cannot pickle Unsendable")])
+    ('tokenizing', 'raises-Unsendable', "failed with TypeError: cannot pickle Unsendable"),
+    ('tokenizing', 'raises-SystemExit', 'failed with SystemExit: 3'),  # not this process's exit
+    ('tokenizing', 'raises-KeyboardInterrupt', 'failed with KeyboardInterrupt: planted')])  # nor its Ctrl-C
 def test_a_worker_ending_at_any_point_of_its_work_is_one_line_that_names_it_and_prepare_ends(point, how, named,
                                                                                              tmp_path):
     """However a worker ends, mid-read of a chunk, mid-write of a result (the executor's reader then waits on half
@@ -243,3 +248,31 @@ def read(pid, name):
             return f.read()
     except OSError:  # ended meanwhile
         return b''
+
+
+def test_ctrl_c_pressed_on_as_a_finished_prepare_exits_changes_nothing(tmp_path):
+    """The dataset written and said, Ctrl-C every few milliseconds until the process is gone: exit code 0, the
+    output as it was, nothing of Python's (its executor's exit join raised KeyboardInterrupt: 'Exception ignored')."""
+    (tmp_path / 'corpus').mkdir()
+    with open(tmp_path / 'corpus' / 'a.jsonl', 'w', encoding='utf-8') as f:
+        f.writelines(json.dumps({'text': sentence(k)}) + '\n' for k in range(400))
+    process = subprocess.Popen([sys.executable, 'prepare.py', f'--input={tmp_path / "corpus"}',
+                                f'--out_dir={tmp_path / "out"}', '--dataset=c', '--workers=2', '--progress=false'],
+                               cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=sigint_as_a_terminal_sends_it)
+    try:
+        said = [process.stdout.readline()]
+        while said[-1] and not said[-1].startswith('wrote'):
+            said.append(process.stdout.readline())
+        landed = 0
+        while process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+                landed += 1
+            time.sleep(0.002)
+        said.append(process.stdout.read())
+        stderr = process.stderr.read()
+    finally:
+        kill_all(children(process.pid) + [process.pid])
+    assert said[-2].startswith('wrote') and landed, (said, landed)
+    assert process.returncode == 0 and stderr == '', (process.returncode, stderr)

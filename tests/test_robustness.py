@@ -366,7 +366,7 @@ import torch
 save = torch.save
 def save_and_hold(*args, **kwargs):
     save(*args, **kwargs)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if getattr(signal.getsignal(signal.SIGINT), '__name__', '') != 'on_signal':  # not a periodic save
         # one write, line and newline: print's two could be split by the second Ctrl-C's KeyboardInterrupt
         sys.stderr.write('final save written, not yet renamed\\n')
         sys.stderr.flush()
@@ -401,6 +401,63 @@ def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_
     # before its rename, is removed rather than taken for the checkpoint.
     assert load_and_build(ckpt_path)['iter_num'] == named >= 5
     assert temp_files(out_dir) == []
+
+
+SLOW_EXIT = """
+import atexit, runpy, sys, time
+atexit.register(time.sleep, 1)  # an exit that takes a while, as one freeing torch's memory and threads does
+sys.argv[0] = 'train.py'
+runpy.run_path('train.py', run_name='__main__')
+"""
+
+
+@pytest.fixture
+def spawned():
+    """Processes a test starts itself, killed after it should it fail midway."""
+    started = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_ctrl_c_pressed_on_through_the_save_and_the_exit_changes_nothing(tiny_data, tmp_path, spawned):
+    """Ctrl-C once, then again every few milliseconds from the moment the saved line is printed until the process
+    is gone: the save's line stays the last word, exit code 130, and nothing of Python's (a traceback, 'Exception
+    ignored', a death by SIGINT in the interpreter's exit, where Python puts the default handler back)."""
+    out_dir = str(tmp_path / 'out')
+    # cold, as a user starts it: a fork of the warm launcher ends by os._exit, without the interpreter's exit
+    process = subprocess.Popen([sys.executable, '-c', SLOW_EXIT, *tiny_train_args(
+        tiny_data, out_dir, max_iters=100_000, eval_interval=5, log_interval=1)], cwd=REPO_ROOT, env=ENV,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_a_terminal_sends_it)
+    spawned.append(process)
+    metrics = os.path.join(out_dir, 'metrics.csv')
+    wait_for(lambda: os.path.exists(metrics) and len(open(metrics).read().splitlines()) > 3, process)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+    process.send_signal(signal.SIGINT)
+    deadline, landed = time.monotonic() + 60, 0
+    while not any(line.startswith('interrupted at iteration') for line in lines) and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.0002)
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+            landed += 1
+        time.sleep(0.003)
+    process.wait(timeout=60)
+    reader.join(timeout=10)
+    assert process.returncode == 130, (process.returncode, ''.join(lines))
+    said = ''.join(lines)
+    assert landed, 'the process was gone before the second Ctrl-C: nothing tested'
+    assert not any(word in said for word in ('Traceback', 'Exception ignored', 'KeyboardInterrupt')), said
+    ending = [line for line in lines if line.strip()][-1]
+    assert ending.startswith('interrupted at iteration') and 'continue with --init_from=resume' in ending, said
+    assert sum(line.startswith('interrupted') for line in lines) == 1, said
+    assert load_and_build(os.path.join(out_dir, 'ckpt.pt'))['iter_num'] > 0
 
 
 def test_train_runs_outside_the_main_thread(tiny_data, tmp_path):
