@@ -310,6 +310,8 @@ def worker_main(conn, threads, run_fn):
             parent.send(('interrupted', str(e) or 'interrupted'))
     except (EOFError, OSError):
         pass  # the parent is gone
+    finally:
+        ending()  # the process's exit follows; a Ctrl-C the parent passes on now would only interrupt it
 
 
 class Worker:

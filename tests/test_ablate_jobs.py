@@ -304,3 +304,26 @@ def test_a_worker_starts_with_its_thread_counts_and_leaves_the_parents_environme
     grid_runner.Worker(context, 3, run_fn=None)
     assert seen == {'OMP_NUM_THREADS': '3', 'TORCHINDUCTOR_COMPILE_THREADS': '3'}
     assert os.environ['OMP_NUM_THREADS'] == '7' and 'TORCHINDUCTOR_COMPILE_THREADS' not in os.environ
+
+
+def test_a_worker_whose_work_is_done_ignores_the_ctrl_c_its_parent_passes_on():
+    """A worker told there is nothing more (None) returns, and its process exits: freeing torch takes a while, and a
+    Ctrl-C the parent passes on meanwhile (its pool still closing) would land in that exit as Python's 'Exception
+    ignored ... KeyboardInterrupt'. So a worker's end is the run's end (command_line.ending): SIGINT ignored."""
+    import subprocess
+    import sys
+    import textwrap
+    from conftest import ENV, REPO_ROOT
+    script = textwrap.dedent(f"""
+        import multiprocessing, signal, sys
+        sys.path.insert(0, {REPO_ROOT!r})
+        from lab.grid_runner import worker_main
+        ours, theirs = multiprocessing.Pipe()
+        ours.send(None)
+        worker_main(theirs, 1, None)
+        print(ours.recv()[0], signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+    """)
+    result = subprocess.run([sys.executable, '-c', script], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
+                            timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ['ready', 'True'], result.stdout
