@@ -638,23 +638,34 @@ REMEDY_TABLE = {
 }
 
 
+def doc_table(header, after=''):
+    """The cells of the table of docs/experiment7.md that starts with header (the first after the heading `after`,
+    where given), row by row, below its header and rule."""
+    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
+        text = f.read()
+    text = text[text.index(after):]
+    lines = text[text.index(header):].splitlines()[2:]
+    return [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+
+
+def rates_of(tables, row):
+    """A row's rates as the pages write them: '×30, ×3' (table, head) or '×10'."""
+    key = tables.row_key(row)[1]
+    return ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
+
+
 def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_against_untied(tables):
     """Every row of the table, in its order: the family, its pick's rates, its mean on seeds 1342-1346 and its
     paired difference from untied's pick, each as the committed fresh records give them; and the sentence under
     it, the untied pick that the select rule moved against the first pick on the same fresh seeds."""
-    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
-        text = f.read()
-    lines = text[text.index('| family | pick | five fresh seeds |'):].splitlines()[2:]
-    rows = [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+    rows = doc_table('| family | pick | five fresh seeds |')
     untied_record, untied_row = REMEDY_TABLE['`untied`, √d input scaling']
     untied = (committed_summary(untied_record), untied_row)
     expected = []
     for family, (record, row) in REMEDY_TABLE.items():
         summary = committed_summary(record)
-        key = tables.row_key(row)[1]
-        rates = ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
         against = '–' if (record, row) == (untied_record, untied_row) else interval((summary, row), untied)
-        expected.append([family, rates, f"{summary['modes'][row]['val_loss_all']['mean']:.3f}", against])
+        expected.append([family, rates_of(tables, row), f"{summary['modes'][row]['val_loss_all']['mean']:.3f}", against])
     assert rows == expected
     page = markdown_block(DOC, SELECT_PARAGRAPH).replace('−', '-')
     first = committed_summary(f'{FRESH}-untied-e100_h10')
@@ -711,11 +722,7 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
     (mean ± std) and its paired cost against untied, each as the records give them."""
     import csv
     import statistics
-    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
-        text = f.read()
-    text = text[text.index('### The horizon under AdamW'):]
-    lines = text[text.index('| arm | step 172 |'):].splitlines()[2:]
-    rows = [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+    rows = doc_table('| arm | step 172 |', after='### The horizon under AdamW')
     arms = REMEDY_ARMS['horizon_adamw']
     untied = (committed_summary(arms['untied'][0]), arms['untied'][1])
     names = {'untied': '`untied`, √d', 'tied': '`tied`', 'proj_sqrt_d': '`proj`, √d'}
@@ -727,9 +734,7 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
         assert sorted({int(r['seed']) for r in curve}) == summary['seeds']
         steps = [f"{statistics.mean(float(r['val_loss']) for r in curve if r['iter'] == str(step)):.3f}"
                  for step in (172, 688, 1376)]
-        key = tables.row_key(row)[1]
-        rates = ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
         end = summary['modes'][row]['val_loss_all']
         against = '–' if arm == 'untied' else interval((summary, row), untied)
-        expected.append([f'{names[arm]} ({rates})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}", against])
+        expected.append([f'{names[arm]} ({rates_of(tables, row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}", against])
     assert rows == expected
