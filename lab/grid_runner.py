@@ -323,13 +323,12 @@ class Worker:
         self.groups, self.gpu = set(), gpu
         # torch's thread pool (and inductor's compile pool) is sized from the environment at its import: the
         # worker starts with these two set, and this process's environment is put back as it was.
-        # SIGINT blocked: a Ctrl-C while the worker imports torch lands once it can handle it (worker_main).
         # A GPU of its own (CUDA reads CUDA_VISIBLE_DEVICES once, when the worker first touches it): cuda is then it.
         sized = ('OMP_NUM_THREADS', 'TORCHINDUCTOR_COMPILE_THREADS') + (('CUDA_VISIBLE_DEVICES',) if gpu else ())
         saved = {key: os.environ.get(key) for key in sized}
         os.environ.update({key: str(threads) for key in sized[:2]}, **({'CUDA_VISIBLE_DEVICES': gpu} if gpu else {}))
         try:
-            with sigint_blocked():
+            with sigint_blocked():  # a Ctrl-C while the worker imports torch lands once it can handle it
                 self.process = context.Process(target=worker_main, args=(child, threads, run_fn), daemon=True)
                 self.process.start()
         finally:  # only the two keys: clearing the whole environment would empty it for other threads meanwhile

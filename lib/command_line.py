@@ -31,7 +31,7 @@ def run_cli(main):
         print("error: " + " ".join(str(e).split("\n")), file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as e:
-        ending()
+        ending()  # already, where a Ctrl-C or a saved run raised it; before the print either way, which one would cut
         # 130 = 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C. A script that
         # saved its work says so in the exception's message.
         print(str(e) or "interrupted", file=sys.stderr)

@@ -142,17 +142,23 @@ def cpu_unless_cuda_branch(request, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+def ctrl_c_put_back(handler):
+    """A run that ends in this process (run_cli, a train() stopped by a Ctrl-C) ignores SIGINT from then on, as the
+    end of its process (lib.command_line.ending); this process goes on: its handler back, the run's end forgotten."""
+    import signal
+    from lib import command_line
+    command_line._ENDING.clear()
+    if signal.getsignal(signal.SIGINT) is not handler:
+        signal.signal(signal.SIGINT, handler)
+
+
 @pytest.fixture(autouse=True)
 def ctrl_c_as_it_was():
-    """A run that ends in this process (run_cli, a train() stopped by a Ctrl-C) ignores SIGINT from then on, as the
-    end of its process (lib.command_line.ending): the next test gets this process's handler back."""
+    """Each test starts with the SIGINT handler the one before it started with (ctrl_c_put_back)."""
     import signal
     before = signal.getsignal(signal.SIGINT)
     yield
-    from lib import command_line
-    command_line._ENDING.clear()
-    if signal.getsignal(signal.SIGINT) is not before:
-        signal.signal(signal.SIGINT, before)
+    ctrl_c_put_back(before)
 
 
 @pytest.fixture
@@ -277,7 +283,7 @@ def run_in_process(script, *args):
     import signal
     module = importlib.import_module(script.removesuffix('.py'))
     out, err, argv, code = io.StringIO(), io.StringIO(), sys.argv, 0
-    ctrl_c = signal.getsignal(signal.SIGINT)  # run_cli ignores Ctrl-C from the first one on; this process goes on
+    ctrl_c = signal.getsignal(signal.SIGINT)  # as it was after run_cli's ending (ctrl_c_put_back)
     sys.argv = [script, *args]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -290,7 +296,7 @@ def run_in_process(script, *args):
                 code = 1
     finally:
         sys.argv = argv
-        signal.signal(signal.SIGINT, ctrl_c)
+        ctrl_c_put_back(ctrl_c)
     return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
 
 

@@ -665,7 +665,8 @@ def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_ag
     for family, (record, row) in REMEDY_TABLE.items():
         summary = committed_summary(record)
         against = '–' if (record, row) == (untied_record, untied_row) else interval((summary, row), untied)
-        expected.append([family, rates_of(tables, row), f"{summary['modes'][row]['val_loss_all']['mean']:.3f}", against])
+        mean = summary['modes'][row]['val_loss_all']['mean']
+        expected.append([family, rates_of(tables, row), f"{mean:.3f}", against])
     assert rows == expected
     page = markdown_block(DOC, SELECT_PARAGRAPH).replace('−', '-')
     first = committed_summary(f'{FRESH}-untied-e100_h10')
@@ -736,5 +737,6 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
                  for step in (172, 688, 1376)]
         end = summary['modes'][row]['val_loss_all']
         against = '–' if arm == 'untied' else interval((summary, row), untied)
-        expected.append([f'{names[arm]} ({rates_of(tables, row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}", against])
+        expected.append([f'{names[arm]} ({rates_of(tables, row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}",
+                         against])
     assert rows == expected
