@@ -9,6 +9,7 @@
 #   bash config/experiment6.sh confirm     # 15 + 25 full-length runs and the tuned lens on 30 of them
 #   bash config/experiment6.sh select OPTIMIZER  # adamw or muon: untied's and tied's picks by the select rule
 #   bash config/experiment6.sh fresh OPTIMIZER   # a pick that moved, on the confirmation's five seeds
+#   bash config/experiment6.sh fresh_float32 OPTIMIZER  # every pick on those seeds, trained here in float32
 #   bash config/experiment6.sh lens        # experiment 5's AdamW untied and tied again, with the tuned lens
 #   bash config/experiment6.sh controls    # the expert reading's controls: the ends' decay held per step
 #                                          # or off at the best rates, and Muon's confirmation with q, k, v apart
@@ -51,6 +52,12 @@ fresh)  # OPTIMIZER: each new pick on the confirmation's five seeds (1337-1341),
     if [ "$2" = muon ]; then out=$out-split; fi  # (an assignment from a failing $(...) would end the script)
     rows=$(python $tables untrained "$out" "$(python $tables remedy_picks "out-exp6-select-$2")")
     [ -z "$rows" ] || python ablate.py $(confirmation "$2") --modes="$rows" --tuned_lens= --out_dir="$out" ;;
+fresh_float32)  # OPTIMIZER: every pick (untied's and tied's) on the confirmation's five seeds in float32, so that
+    # both arms of each pair come from one machine in one precision: a CPU without native bf16 does not reproduce
+    # the bf16 confirmation within 0.005 (record experiment8-check-muon-float32), and a select stage trained there
+    # picks among float32 runs
+    python ablate.py $(confirmation "$2") --modes="$(python $tables remedy_picks "out-exp6-select-$2")" \
+        --dtype=float32 --tuned_lens= --out_dir="out-exp6-confirm-$2-float32" ;;
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;
@@ -75,6 +82,7 @@ controls)  # a rate is also a decay (docs/experiment6.md, "The controls"): at ea
             --tuned_lens= --ends_decay=$form --out_dir=out-exp6-decay-muon-$form
     done ;;
 *)
-    echo "usage: bash config/experiment6.sh sweep|edges|confirm|lens|controls, or select|fresh adamw|muon" >&2
+    echo "usage: bash config/experiment6.sh sweep|edges|confirm|lens|controls," \
+        "or select|fresh|fresh_float32 adamw|muon" >&2
     exit 2 ;;
 esac
