@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import as_prose, assert_quotes, committed_summary, findings_row, findings_text, interval, markdown_block
+from lab.experiment7_tables import family
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +86,8 @@ def cost_numbers():
     numbers = {f'{setting}_{rates}': interval(rows[a], rows[b])
                for setting, rows in confirm_sources().items() for rates, (a, b) in RATES.items()}
     name, tied, untied = FLOAT32
-    return numbers | {'float32_best': interval((committed_summary(name), tied), (committed_summary(name), untied))}
+    pair = committed_summary(name)
+    return numbers | {'float32_best': interval((pair, tied), (pair, untied))}
 
 
 def test_readme_rows_14_to_16_and_the_verdicts_quote_each_five_seed_difference_beside_its_setting():
@@ -165,14 +167,14 @@ def test_muons_re_selection_is_its_records_and_each_pick_the_lowest_of_its_rows(
     def mean(modes, row):
         return f"{modes[row]['val_loss_all']['mean']:.3f}"
 
-    for family, pick in (('untied', untied), ('tied', tied)):
-        rows = [row for row in select if row.split('_')[0] == family]
-        assert min(rows, key=lambda row: select[row]['val_loss_all']['mean']) == pick, (family, rows)
+    for arm, pick in (('untied', untied), ('tied', tied)):
+        rows = [row for row in select if family(row) == arm]
+        assert min(rows, key=lambda row: select[row]['val_loss_all']['mean']) == pick, (arm, rows)
     assert set(fresh) == {tied, untied}
-    s = {row: mean(select, row) for row in select}
+    m = {row: mean(select, row) for row in select}
     block = markdown_block(DOC, "**Muon's picks, re-selected.**")
-    for phrase in (f"×10, ×3 ({s['untied_e10_h3']})", f"×1, ×3 ({s['untied_e1_h3']};", f"×0.3: {s['untied_e0.3_h3']}",
-                   f"×3: {s['untied_e3_h3']}", f"head ×1: {s['untied_e1_h1']}", f"head ×10: {s['untied_e1_h10']}",
-                   f"tied ×10 ({s['tied_e10']})", f"to ×3 ({s['tied_e3']};", f"×1: {s['tied']})",
+    for phrase in (f"×10, ×3 ({m['untied_e10_h3']})", f"×1, ×3 ({m['untied_e1_h3']};", f"×0.3: {m['untied_e0.3_h3']}",
+                   f"×3: {m['untied_e3_h3']}", f"head ×1: {m['untied_e1_h1']}", f"head ×10: {m['untied_e1_h10']}",
+                   f"tied ×10 ({m['tied_e10']})", f"to ×3 ({m['tied_e3']};", f"×1: {m['tied']})",
                    f"untied {mean(fresh, untied)}, tied {mean(fresh, tied)}"):
         assert phrase in block, phrase
