@@ -55,9 +55,11 @@ fresh)  # OPTIMIZER: each new pick on the confirmation's five seeds (1337-1341),
 fresh_float32)  # OPTIMIZER: every pick (untied's and tied's) on the confirmation's five seeds in float32, so that
     # both arms of each pair come from one machine in one precision: a CPU without native bf16 does not reproduce
     # the bf16 confirmation within 0.005 (record experiment8-check-muon-float32), and a select stage trained there
-    # picks among float32 runs
-    python ablate.py $(confirmation "$2") --modes="$(python $tables remedy_picks "out-exp6-select-$2")" \
-        --dtype=float32 --tuned_lens= --out_dir="out-exp6-confirm-$2-float32" ;;
+    # picks among float32 runs; as fresh, the rows its committed record holds are not trained again
+    out=out-exp6-confirm-$2-float32
+    rows=$(python $tables untrained "$out" "$(python $tables remedy_picks "out-exp6-select-$2")")
+    [ -z "$rows" ] || python ablate.py $(confirmation "$2") --modes="$rows" --dtype=float32 --tuned_lens= \
+        --out_dir="$out" ;;
 confirm)  # the rows each config names come from the sweep's best cells
     python ablate.py config/ablate_bpe_rates_confirm_adamw.py
     python ablate.py config/ablate_bpe_rates_confirm_muon.py ;;
