@@ -14,10 +14,11 @@
 #                                                # confirmation (1337-1341), which the summaries of tied's and untied's
 #                                                # best runs already hold, and tied's best cell again on seed 1337: the
 #                                                # runs it is paired with must reproduce on this machine
-#   bash config/experiment8.sh all               # every stage, AdamW then Muon
+#   bash config/experiment8.sh all               # AdamW's stages, then Muon's sweep and its float32 stages below
 #   bash config/experiment8.sh select_float32 muon  # select and fresh again in float32, paired with experiment 6's
 #   bash config/experiment8.sh fresh_float32 muon   # fresh_float32 stage: a CPU without native bf16 does not
-#                                                   # reproduce the bf16 records within 0.005 (out-exp8-check-muon)
+#                                                   # reproduce the bf16 records within 0.005 (out-exp8-check-muon);
+#                                                   # Muon's select and fresh stages made the first pass's bf16 records
 # Claim 18's setting, where tying cost most: the ladder's w160 (20 layers, 9.3 M parameters tied) under AdamW, 200 steps,
 # as experiment 7's remedy stages ran it (warmup 100, the ends' decay coupled), on its corpus:
 #   python prepare.py --source=registry --dataset=shakespeare_works_compact --tokenizer=gpt2 --compact_vocab=true
@@ -117,10 +118,9 @@ select_float32:muon)  # the rule again from the sweep's two best cells, every ru
 fresh_float32:muon)
     fresh_rows out-exp8-fresh-muon-float32 "$(best 1 out-exp8-select-muon-float32)" config/recipe_bpe.py \
         $(flags muon) --dtype=float32 --seed=1337 --seeds=5 ;;
-all:)
-    for optimizer in adamw muon; do
-        for stage in sweep select fresh; do bash "$0" $stage $optimizer; done
-    done ;;
+all:)  # the stages of the pairs the page reads: Muon's are its float32 re-selection
+    for stage in sweep select fresh; do bash "$0" $stage adamw; done
+    for stage in sweep select_float32 fresh_float32; do bash "$0" $stage muon; done ;;
 *)
     echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check|horizon w160," \
         "select_float32|fresh_float32 muon, or: bash config/experiment8.sh all" >&2

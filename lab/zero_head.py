@@ -1,8 +1,9 @@
 """Experiment 8's paired tables (config/experiment8.sh): the zero head's pick against tied and the normal head, each at
 its best, seed by seed on the committed runs' seeds, beside the floor; and whether this machine reproduces a run it
-is paired with. The pairs: experiment 6's confirmation for adamw and muon, experiment 7's remedy stages for w160.
+is paired with. The pairs: experiment 6's confirmation for adamw, its float32 re-selection for muon, experiment 7's
+remedy stages for w160.
 
-    python lab/zero_head.py [adamw|muon|w160|w160_horizon ...]  # the out-exp8 folders where they are, else docs/results/
+    python lab/zero_head.py [adamw|muon|w160|w160_horizon ...]  # out-exp8 folders where they are, else docs/results/
 """
 
 import os
@@ -21,9 +22,11 @@ PAIRED_WITH = {
     'adamw': dict(arms=[('experiment6-confirm-adamw', 'tied_e10', 'tied at its best'),
                         ('experiment6-confirm-adamw', 'untied_e10_h3', NORMAL)],
                   check=('experiment6-confirm-adamw', 'tied_e10')),
-    'muon': dict(arms=[('experiment6-confirm-muon-split', 'tied_e10', 'tied at its best'),
-                       ('experiment6-confirm-muon-split', 'untied_e10_h3', NORMAL)],
-                 check=('experiment6-confirm-muon-split', 'tied_e10')),
+    # Muon: each arm re-selected, every run in float32 on one machine (nothing in bf16 to reproduce, so no check); the
+    # first pass's bf16 pair (experiment6-confirm-muon-split, experiment8-fresh-muon) is kept as records
+    'muon': dict(runs='out-exp8-fresh-muon-float32',
+                 arms=[('experiment6-confirm-muon-float32', 'tied_e3', 'tied at its best'),
+                       ('experiment6-confirm-muon-float32', 'untied_e1_h3', NORMAL)]),
     # claim 18's w160 under AdamW: experiment 7's remedy stages, fresh seeds 1342-1346, the √d rows with --emb_scale
     'w160': dict(arms=[('experiment7-rfresh-adamw-w160-coupled', 'tied_e30', 'tied at its best'),
                        ('experiment7-rfresh-adamw-w160-coupled-emb_scale', 'proj_e10', '`proj` with √d at its best'),

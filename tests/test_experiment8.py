@@ -9,7 +9,8 @@ import pytest
 
 from conftest import REPO_ROOT
 from lab import zero_head
-from lab.experiment7_tables import sweep_cells
+from lab.ablation_report import fmt_interval, paired_interval
+from lab.experiment7_tables import best_rows, beyond_the_pick, neighbour_keys, sweep_cells
 
 RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
 PAGE = os.path.join(REPO_ROOT, 'docs', 'experiment8.md')
@@ -64,3 +65,48 @@ def test_the_findings_rows_quote_the_zero_head_as_the_paired_table_gives_it(opti
     with open(os.path.join(REPO_ROOT, 'docs', 'findings.md'), encoding='utf-8') as f:
         (finding,) = [line for line in f if line.startswith(f'| {claim} |')]
     assert re.search(rf"against a zero head(, each at its best,)? {re.escape(difference + after)}", finding)
+
+
+# The first pass's picks, superseded by the select rule and kept as records: the page quotes each in a sentence, its
+# mean on the fresh seeds and tied's paired difference against it, from the zero head's record and the tied run it
+# was paired with.
+FIRST_PASS = {'adamw': ('experiment8-fresh-adamw-e100_h3', 'experiment6-confirm-adamw', 'tied_e10'),
+              'muon': ('experiment8-fresh-muon', 'experiment6-confirm-muon-split', 'tied_e10'),
+              'w160': ('experiment8-fresh-w160-e1000_h10', 'experiment7-rfresh-adamw-w160-coupled', 'tied_e30')}
+
+
+@pytest.mark.parametrize('setting', FIRST_PASS)
+def test_the_first_passes_picks_are_quoted_as_their_records_give_them(setting):
+    record, tied_record, tied_mode = FIRST_PASS[setting]
+
+    def per_seed(name, mode=None):
+        with open(os.path.join(RESULTS, name, 'summary.json'), encoding='utf-8') as f:
+            summary = json.load(f)
+        cells = summary['modes'][mode] if mode else next(iter(summary['modes'].values()))
+        return summary['seeds'], cells['val_loss_all']['per_seed']
+
+    seeds, zero = per_seed(record)
+    tied_seeds, tied = per_seed(tied_record, tied_mode)
+    assert seeds == tied_seeds
+    difference = fmt_interval(*paired_interval(tied, zero)).strip('*')
+    mean = sum(zero) / len(zero)
+    quoted = f"[record](results/{record}/summary.md): {mean:.3f} on the fresh seeds, {difference} for tied"
+    assert quoted in page(), quoted
+
+
+def test_muons_float32_pick_is_its_records_lowest_with_a_run_on_every_side():
+    """Muon's zero head re-selected in float32: the pick the page names is the select record's lowest cell, each of
+    its neighbours one rung away on either rate has a full-length run, and the page quotes every one of their means;
+    the fresh record trained that pick."""
+    _, untied, _, _ = sweep_cells(os.path.join(RESULTS, 'experiment8-select-muon-float32'), committed=True)
+    pick = min(untied, key=untied.get)
+    assert beyond_the_pick(untied, pick) == []
+    (row,) = best_rows({pick: 0}, {})
+    with open(os.path.join(RESULTS, 'experiment8-fresh-muon-float32', 'summary.json'), encoding='utf-8') as f:
+        assert list(json.load(f)['modes']) == [row]
+    text = page()
+    paragraph = text[text.index('`select_float32 muon`'):text.index('[record](results/experiment8-fresh-muon-float32')]
+    table, head = pick
+    assert f"`{row}` (table ×{table:g}, head ×{head:g}) ends at {untied[pick]:.3f}" in paragraph, row
+    for neighbour in neighbour_keys(pick):
+        assert f"{untied[neighbour]:.3f}" in paragraph, neighbour
