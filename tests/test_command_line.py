@@ -291,6 +291,15 @@ def test_help_shows_each_keys_meaning_from_where_its_default_is_written():
     assert lines['--max_iters'].split(None, 1)[1] == 'optimizer steps in all'
 
 
+def as_a_terminal_starts_it():
+    """In a child before exec: SIGINT at its default and unblocked, as a shell starts a program, whatever this pytest
+    worker holds (a mask outlives fork and exec, and a Ctrl-C sent to a child that starts with SIGINT blocked stays
+    pending: the child would sleep through it)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_only_the_first_ctrl_c_counts_the_rest_of_the_run_is_its_ending(tmp_path):
     """Ctrl-C pressed again while the first one's cleanup runs, and again as the interpreter exits (where Python
     itself would print 'Exception ignored ... KeyboardInterrupt'): both cleanups finish, one line, exit code 130."""
@@ -319,7 +328,7 @@ def test_only_the_first_ctrl_c_counts_the_rest_of_the_run_is_its_ending(tmp_path
         run_cli(main)
     """))
     process = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=as_a_terminal_starts_it)
     try:
         for marker in ("ready", "cleaning", "exiting"):
             deadline = time.monotonic() + 30
