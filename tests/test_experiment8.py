@@ -7,9 +7,8 @@ import re
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, committed_summary, interval
 from lab import zero_head
-from lab.ablation_report import fmt_interval, paired_interval
 from lab.experiment7_tables import best_rows, beyond_the_pick, neighbour_keys, sweep_cells
 
 RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
@@ -78,19 +77,12 @@ FIRST_PASS = {'adamw': ('experiment8-fresh-adamw-e100_h3', 'experiment6-confirm-
 @pytest.mark.parametrize('setting', FIRST_PASS)
 def test_the_first_passes_picks_are_quoted_as_their_records_give_them(setting):
     record, tied_record, tied_mode = FIRST_PASS[setting]
-
-    def per_seed(name, mode=None):
-        with open(os.path.join(RESULTS, name, 'summary.json'), encoding='utf-8') as f:
-            summary = json.load(f)
-        cells = summary['modes'][mode] if mode else next(iter(summary['modes'].values()))
-        return summary['seeds'], cells['val_loss_all']['per_seed']
-
-    seeds, zero = per_seed(record)
-    tied_seeds, tied = per_seed(tied_record, tied_mode)
-    assert seeds == tied_seeds
-    difference = fmt_interval(*paired_interval(tied, zero)).strip('*')
-    mean = sum(zero) / len(zero)
-    quoted = f"[record](results/{record}/summary.md): {mean:.3f} on the fresh seeds, {difference} for tied"
+    zero, tied = committed_summary(record), committed_summary(tied_record)
+    assert zero['seeds'] == tied['seeds']
+    (zero_mode, cells), = zero['modes'].items()
+    difference = interval((tied, tied_mode), (zero, zero_mode)).strip('*')
+    quoted = (f"[record](results/{record}/summary.md): {cells['val_loss_all']['mean']:.3f} on the fresh seeds, "
+              f"{difference} for tied")
     assert quoted in page(), quoted
 
 
@@ -102,8 +94,7 @@ def test_muons_float32_pick_is_its_records_lowest_with_a_run_on_every_side():
     pick = min(untied, key=untied.get)
     assert beyond_the_pick(untied, pick) == []
     (row,) = best_rows({pick: 0}, {})
-    with open(os.path.join(RESULTS, 'experiment8-fresh-muon-float32', 'summary.json'), encoding='utf-8') as f:
-        assert list(json.load(f)['modes']) == [row]
+    assert list(committed_summary('experiment8-fresh-muon-float32')['modes']) == [row]
     text = page()
     paragraph = text[text.index('`select_float32 muon`'):text.index('[record](results/experiment8-fresh-muon-float32')]
     table, head = pick
