@@ -28,8 +28,9 @@
 #   bash config/experiment8.sh check w160        # untied's best with the normal head (untied_e100_h10) on seed 1342
 #                                                # again: experiment 7 trained it in float32, this machine may use bf16
 #   bash config/experiment8.sh horizon w160      # the pick over one epoch (1,376 steps), seeds 1337-1339, paired with
-#                                                # experiment 7's rhorizon runs, and a rung below it on seed 1337 (the
-#                                                # horizon's own length can prefer a lower rate)
+#                                                # experiment 7's rhorizon runs (float32; one of them trained again
+#                                                # here), and a rung below it on seed 1337 (the horizon's own length
+#                                                # can prefer a lower rate)
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -94,12 +95,21 @@ select:w160)  # the select rule (docs/experiments.md): from the sweep's two best
     python $tables select out-exp8-select-w160 "$(best 2 out-exp8-sweep-w160)" $(w160) --seeds=3 ;;
 fresh:w160)  # the pick on the fresh seeds, unless its record holds it already
     fresh_rows out-exp8-fresh-w160 "$(best 1 out-exp8-select-w160)" $(w160) --seed=1342 --seeds=5 ;;
-horizon:w160)  # the pick over one epoch, three seeds; the rates a rung below it there too, one seed: a rate picked
-    # at 200 steps need not be the best at 1,376
+horizon:w160)  # one epoch (1,376 steps) in float32 on one torch thread a run, as experiment 7's horizon runs it pairs
+    # with trained. Seed 1337 first, two lanes: the pick, then the pairing check (experiment 7's tied pick at this
+    # length trained again here); beside them the rates a rung below the pick (a rate picked at 200 steps need not be
+    # the best at 1,376). Then the pick's other two seeds
     pick=$(best 1 out-exp8-select-w160)
-    fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=3 $(python $tables flags horizon)
-    python ablate.py $(w160) --modes="$(python $tables lower "$pick")" --seeds=1 $(python $tables flags horizon) \
-        --out_dir=out-exp8-horizon-w160-lower ;;
+    horizon="--dtype=float32 $(python $tables flags horizon)"
+    pids=()
+    (export OMP_NUM_THREADS=1
+     fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=1 --jobs=1 $horizon
+     python ablate.py config/ladder_w160.py --optimizer=adamw --ends_decay=coupled --modes=tied_e10 --seeds=1 \
+         --jobs=1 $horizon --out_dir=out-exp8-check-w160_horizon) & pids+=($!)
+    OMP_NUM_THREADS=1 python ablate.py $(w160) --modes="$(python $tables lower "$pick")" --seeds=1 --jobs=1 \
+        $horizon --out_dir=out-exp8-horizon-w160-lower & pids+=($!)
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=3 $horizon ;;
 check:w160)
     python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
         --out_dir=out-exp8-check-w160 ;;
