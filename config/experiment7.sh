@@ -17,6 +17,7 @@
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
+#   bash config/experiment7.sh horizon_lower [SIZE...]  # its rates and a rung lower on each, seed 1337, trained here
 #   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
 #                                                 # untied with and without sqrt(d) input scaling: one seed, half length
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
@@ -81,6 +82,14 @@ for name, out in found.items():
               if parse_row(m).tie_mode == 'tied' and v.get('val_loss_all')]
 print(*min(cells)[1:])
 PY
+}
+
+horizon_rows() {  # SIZE: Muon's rates for its horizon: the select stage's pick where it ran, else the sweep's best
+    if [ -f "out-exp7-select-muon-$1/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$1" ]; then
+        top 1 "out-exp7-select-muon-$1"
+    else
+        python $tables best "out-exp7-sweep-muon-$1"
+    fi
 }
 
 top() {  # N OUT_DIR: each mode's N best cells of a sweep (from docs/results/ where OUT_DIR is gone), as rows
@@ -306,16 +315,20 @@ remedy_depth)  # depth apart: the best remedy at w160 x 4, swept along its own r
 horizon)  # does tying's cost keep shrinking as the run lengthens? The rates: the select stage's pick where it ran,
     # else the sweep's best; each run's curve of evaluations goes to curves.csv beside its summary
     for size in ${@:-w128 w160}; do
-        if [ -f "out-exp7-select-muon-$size/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$size" ]; then
-            rows=$(top 1 "out-exp7-select-muon-$size")
-        else
-            rows=$(python $tables best "out-exp7-sweep-muon-$size")
-        fi
-        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows" --seeds=3 \
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$(horizon_rows "$size")" --seeds=3 \
             $(python $tables flags horizon) --out_dir="out-exp7-horizon-muon-$size"
         python lab/experiment7_tables.py curves "out-exp7-horizon-muon-$size"
     done ;;
+horizon_lower)  # the horizon at its own length: seed 1337, each arm's rates trained again here beside a rung lower on
+    # every rate it tunes (a rate picked at 200 steps need not be the best over 1,376). The rungs are read against the
+    # picks' runs here, which also tell whether this machine reproduces the committed ones (bf16 differs between
+    # CPU kinds)
+    for size in ${@:-w128 w160}; do
+        rows=$(horizon_rows "$size")
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows,$(python $tables lower "$rows")" \
+            --seeds=1 $(python $tables flags horizon) --out_dir="out-exp7-horizon-muon-$size-lower"
+    done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac
