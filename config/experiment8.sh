@@ -31,6 +31,8 @@
 #                                                # experiment 7's rhorizon runs (float32; one of them trained again
 #                                                # here), and a rung below it on seed 1337 (the horizon's own length
 #                                                # can prefer a lower rate)
+#   bash config/experiment8.sh horizon_confirm w160  # a rung that beat the pick by more than its seed spread: on
+#                                                # the pick's three seeds, and a rung lower again on seed 1337
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
 # OPTIMIZER is adamw or muon; Muon orthogonalises q, k and v apart (--muon_qkv=split), as the confirmation it is
 # paired with (docs/results/experiment6-confirm-muon-split). Every ablate.py command skips the runs it finished before.
@@ -110,6 +112,17 @@ horizon:w160)  # one epoch (1,376 steps) in float32 on one torch thread a run, a
         $horizon --out_dir=out-exp8-horizon-w160-lower & pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid"; done
     fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=3 $horizon ;;
+horizon_confirm:w160)  # the rungs below the pick that beat it on seed 1337 by more than its seed spread (the
+    # standard deviation of its three seeds): their seeds 1338-1339 (summary-confirmed.*), then a rung lower again
+    # below each on seed 1337 beside the rungs already run (summary.*)
+    pick=$(best 1 out-exp8-select-w160)
+    won=$(python $tables rungs_won out-exp8-horizon-w160 out-exp8-horizon-w160-lower)
+    [ -n "$won" ] || { echo "no rung below $pick beat it by more than its seed spread: the pick stands"; exit 0; }
+    horizon="--dtype=float32 $(python $tables flags horizon)" rungs=out-exp8-horizon-w160-lower
+    python ablate.py $(w160) --modes="$won" --seeds=3 $horizon --out_dir=$rungs
+    cp $rungs/summary.json $rungs/summary-confirmed.json && cp $rungs/summary.md $rungs/summary-confirmed.md
+    python ablate.py $(w160) --modes="$(python $tables lower "$pick"),$(python $tables lower "$won")" --seeds=1 \
+        $horizon --out_dir=$rungs ;;
 check:w160)
     python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
         --out_dir=out-exp8-check-w160 ;;
@@ -132,7 +145,7 @@ all:)  # the stages of the pairs the page reads: Muon's are its float32 re-selec
     for stage in sweep select fresh; do bash "$0" $stage adamw; done
     for stage in sweep select_float32 fresh_float32; do bash "$0" $stage muon; done ;;
 *)
-    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check|horizon w160," \
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check|horizon|horizon_confirm w160," \
         "select_float32|fresh_float32 muon, or: bash config/experiment8.sh all" >&2
     exit 2 ;;
 esac

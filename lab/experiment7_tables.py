@@ -15,6 +15,8 @@ rather than typed.
     python lab/experiment7_tables.py untrained OUT_DIR ROWS  # those of ROWS that OUT_DIR's stage has not committed
     python lab/experiment7_tables.py top N OUT_DIR   # untied's N best cells and tied's, best first
     python lab/experiment7_tables.py lower ROWS      # each row's neighbours one rung below on every rate it tunes
+    python lab/experiment7_tables.py rungs_won PICK_DIR RUNGS_DIR  # the rungs that beat the pick by more than its
+                                                     # seed spread (one seed each against its three)
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
@@ -357,6 +359,17 @@ def row_key(row):
     return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
 
 
+def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
+    """The rows of rungs_dir (the rungs below a pick, one seed) that beat the pick on that seed by more than the
+    pick's spread over its seeds (their standard deviation): the rungs that go on to the pick's other seeds."""
+    pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
+    (cells,) = pick['modes'].values()
+    if len(pick['seeds']) < 2 or rungs['seeds'][0] not in pick['seeds']:
+        raise SystemExit(f"{pick_dir} needs its seeds, {rungs['seeds'][0]} among them, before the rungs are read")
+    bar = cells[key]['per_seed'][pick['seeds'].index(rungs['seeds'][0])] - cells[key]['std']
+    return [row for row, rung in rungs['modes'].items() if rung[key]['per_seed'][0] < bar]
+
+
 def committed_rows(out_dir):
     """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
     path = committed_path(out_dir)
@@ -454,6 +467,8 @@ def main(argv):
     elif command == 'lower':  # ROWS: each row's neighbours one rung below on every rate it tunes
         print(','.join(row_name(name, key) for name, best in map(row_key, argv[1].split(','))
                        for key in neighbour_keys(best, steps=(-1,))))
+    elif command == 'rungs_won':  # PICK_DIR RUNGS_DIR: the rungs that beat the pick by more than its seed spread
+        print(','.join(rungs_that_won(argv[1], argv[2])))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
     elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -164,6 +165,28 @@ def test_lower_steps_each_tuned_rate_one_rung_down_and_names_what_is_not_a_row(t
         'tied_e10,untied_e10_h10,untied_e30_h3,proj_e3'
     with pytest.raises(SystemExit, match=r"^error: 'summary.json is missing' is not a row of ablate.py's --modes"):
         run_tables(tables, 'lower', 'summary.json is missing')
+
+
+def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_than_the_picks_spread(tables,
+                                                                                                     tmp_path):
+    """horizon_confirm's rows: a rung below the pick (one seed) is read against the pick's run on that seed, and goes
+    on to the other seeds only where it ends lower by more than the standard deviation of the pick's seeds; a pick
+    of one seed has no spread to read against."""
+    def write(folder, seeds, rows):
+        folder.mkdir()
+        (folder / 'summary.json').write_text(json.dumps(dict(seeds=seeds, modes={
+            row: dict(val_loss_all=dict(per_seed=ends, std=statistics.stdev(ends) if len(ends) > 1 else None))
+            for row, ends in rows.items()})))
+        return str(folder)
+    ends = [4.40, 4.46, 4.43]  # seeds 1338, 1337, 1339: the rungs' seed is not the pick's first
+    spread = statistics.stdev(ends)
+    pick = write(tmp_path / 'pick', [1338, 1337, 1339], {'untied_e300_h10': ends})
+    rungs = write(tmp_path / 'rungs', [1337], {'untied_e100_h10': [4.46 - spread - 0.002],
+                                               'untied_e300_h3': [4.46 - spread + 0.002]})
+    assert run_tables(tables, 'rungs_won', pick, rungs) == 'untied_e100_h10'
+    one_seed = write(tmp_path / 'one', [1337], {'untied_e300_h10': [4.46]})
+    with pytest.raises(SystemExit, match='needs its seeds, 1337 among them'):
+        run_tables(tables, 'rungs_won', one_seed, rungs)
 
 
 def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tables, tmp_path):
