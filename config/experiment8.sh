@@ -27,10 +27,11 @@
 #   bash config/experiment8.sh fresh w160        # the better on seeds 1342-1346, paired with experiment 7's rfresh runs
 #   bash config/experiment8.sh check w160        # untied's best with the normal head (untied_e100_h10) on seed 1342
 #                                                # again: experiment 7 trained it in float32, this machine may use bf16
-#   bash config/experiment8.sh horizon w160      # the pick over one epoch (1,376 steps), seeds 1337-1339, paired with
-#                                                # experiment 7's rhorizon runs (float32; one of them trained again
-#                                                # here), and a rung below it on seed 1337 (the horizon's own length
-#                                                # can prefer a lower rate)
+#   bash config/experiment8.sh horizon w160      # the pick over one epoch (1,376 steps), seeds 1337-1339, float32,
+#                                                # a rung below it on seed 1337 (the horizon's own length can prefer
+#                                                # a lower rate), and experiment 7's tied horizon run trained again
+#   bash config/experiment8.sh horizon_tied w160     # tied and the sqrt(d) arms at experiment 7's rates for the
+#   bash config/experiment8.sh horizon_sqrt_d w160   # epoch, trained here: the check ends 0.010 from its record
 #   bash config/experiment8.sh horizon_confirm w160  # a rung that beat the pick by more than its seed spread: on
 #                                                # the pick's three seeds, and a rung lower again on seed 1337
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
@@ -123,6 +124,21 @@ horizon_confirm:w160)  # the rungs below the pick that beat it on seed 1337 by m
     cp $rungs/summary.json $rungs/summary-confirmed.json && cp $rungs/summary.md $rungs/summary-confirmed.md
     python ablate.py $(w160) --modes="$(python $tables lower "$pick"),$(python $tables lower "$won")" --seeds=1 \
         $horizon --out_dir=$rungs ;;
+horizon_tied:w160 | horizon_sqrt_d:w160)  # the arms the zero head pairs with over the epoch, trained on this machine:
+    # a float32 run of experiment 7's horizon ends 0.010 away on another CPU kind (the check above), more than the
+    # 0.005 a pairing across machines allows. Each at experiment 7's rate for that length, seeds 1337-1339; tied's
+    # seed 1337 is the check's run
+    horizon="--dtype=float32 $(python $tables flags horizon)"
+    ends="config/ladder_w160.py --optimizer=adamw --ends_decay=coupled"
+    if [ "$stage" = horizon_tied ]; then
+        mkdir -p out-exp8-horizon-w160-tied
+        [ ! -f out-exp8-check-w160_horizon/tied_e10-seed1337/result.json ] ||
+            cp -rn out-exp8-check-w160_horizon/tied_e10-seed1337 out-exp8-horizon-w160-tied/
+        python ablate.py $ends --modes=tied_e10 --seeds=3 $horizon --out_dir=out-exp8-horizon-w160-tied
+    else
+        python ablate.py $ends --emb_scale=true --modes=proj_e3,untied_e30_h3 --seeds=3 $horizon \
+            --out_dir=out-exp8-horizon-w160-sqrt_d
+    fi ;;
 check:w160)
     python ablate.py $(w160) --head_init=normal --modes=untied_e100_h10 --seed=1342 --seeds=1 \
         --out_dir=out-exp8-check-w160 ;;
@@ -145,7 +161,8 @@ all:)  # the stages of the pairs the page reads: Muon's are its float32 re-selec
     for stage in sweep select fresh; do bash "$0" $stage adamw; done
     for stage in sweep select_float32 fresh_float32; do bash "$0" $stage muon; done ;;
 *)
-    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160, check|horizon|horizon_confirm w160," \
+    echo "usage: bash config/experiment8.sh sweep|select|fresh adamw|muon|w160," \
+        "check|horizon|horizon_tied|horizon_confirm|horizon_sqrt_d w160," \
         "select_float32|fresh_float32 muon, or: bash config/experiment8.sh all" >&2
     exit 2 ;;
 esac
