@@ -441,9 +441,8 @@ README_QUOTES = {
     '18 (AdamW)': [('{adamw_w64_best} at w64 (2 layers)', 'each at its best, 200 steps', None),
                    ('{adamw_w160_best} at w160 (20 layers)', 'each at its best, 200 steps', None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
-                    'w160, fresh seeds, against untied with √d', None),
-                   ('one epoch, each tuned at that length: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None,
-                    None)],
+                    'fresh seeds, against untied with √d', None),
+                   ('one epoch, each retuned: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
          'at its best', None, 'Under AdamW'),
