@@ -68,6 +68,14 @@ sweep() {  # OPTIMIZER or w160: around untied's best (experiment 6, AdamW: table
     exit 1
 }
 
+horizon32() {  # the one-epoch horizon's flags, in float32 as experiment 7's horizon runs
+    echo --dtype=float32 $(python $tables flags horizon)
+}
+
+exp7_w160() {  # experiment 7's arms at w160 (tied, proj, untied with sqrt(d)): its config and flags, less the rates
+    echo config/ladder_w160.py --optimizer=adamw --ends_decay=coupled
+}
+
 best() {  # N OUT_DIR: the N best untied cells of an ablation, as rows
     python - "$@" <<'PY'
 import sys
@@ -104,12 +112,12 @@ horizon:w160)  # one epoch (1,376 steps) in float32 on one torch thread a run, a
     # length trained again here); beside them the rates a rung below the pick (a rate picked at 200 steps need not be
     # the best at 1,376). Then the pick's other two seeds
     pick=$(best 1 out-exp8-select-w160)
-    horizon="--dtype=float32 $(python $tables flags horizon)"
+    horizon=$(horizon32)
     pids=()
     (export OMP_NUM_THREADS=1
      fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=1 --jobs=1 $horizon
-     python ablate.py config/ladder_w160.py --optimizer=adamw --ends_decay=coupled --modes=tied_e10 --seeds=1 \
-         --jobs=1 $horizon --out_dir=out-exp8-check-w160_horizon) & pids+=($!)
+     python ablate.py $(exp7_w160) --modes=tied_e10 --seeds=1 --jobs=1 $horizon \
+         --out_dir=out-exp8-check-w160_horizon) & pids+=($!)
     OMP_NUM_THREADS=1 python ablate.py $(w160) --modes="$(python $tables lower "$pick")" --seeds=1 --jobs=1 \
         $horizon --out_dir=out-exp8-horizon-w160-lower & pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid"; done
@@ -121,7 +129,7 @@ horizon_confirm:w160)  # the rungs below the pick that beat it on seed 1337 by m
     pick=$(best 1 out-exp8-select-w160)
     won=$(python $tables rungs_won out-exp8-horizon-w160 out-exp8-horizon-w160-lower)
     [ -n "$won" ] || { echo "no rung below $pick beat it by more than its seed spread: the pick stands"; exit 0; }
-    horizon="--dtype=float32 $(python $tables flags horizon)" rungs=out-exp8-horizon-w160-lower
+    horizon=$(horizon32) rungs=out-exp8-horizon-w160-lower
     python ablate.py $(w160) --modes="$won" --seeds=3 $horizon --out_dir=$rungs
     cp $rungs/summary.json $rungs/summary-confirmed.json && cp $rungs/summary.md $rungs/summary-confirmed.md
     python ablate.py $(w160) --modes="$(python $tables lower "$pick"),$(python $tables lower "$won")" --seeds=1 \
@@ -130,15 +138,14 @@ horizon_tied:w160 | horizon_sqrt_d:w160)  # the arms the zero head pairs with ov
     # a float32 run of experiment 7's horizon ends 0.010 away on another CPU kind (the check above), more than the
     # 0.005 a pairing across machines allows. Each at experiment 7's rate for that length, seeds 1337-1339; tied's
     # seed 1337 is the check's run
-    horizon="--dtype=float32 $(python $tables flags horizon)"
-    ends="config/ladder_w160.py --optimizer=adamw --ends_decay=coupled"
+    horizon=$(horizon32)
     if [ "$stage" = horizon_tied ]; then
         mkdir -p out-exp8-horizon-w160-tied
         [ ! -f out-exp8-check-w160_horizon/tied_e10-seed1337/result.json ] ||
             cp -rn out-exp8-check-w160_horizon/tied_e10-seed1337 out-exp8-horizon-w160-tied/
-        python ablate.py $ends --modes=tied_e10 --seeds=3 $horizon --out_dir=out-exp8-horizon-w160-tied
+        python ablate.py $(exp7_w160) --modes=tied_e10 --seeds=3 $horizon --out_dir=out-exp8-horizon-w160-tied
     else
-        python ablate.py $ends --emb_scale=true --modes=proj_e3,untied_e30_h3 --seeds=3 $horizon \
+        python ablate.py $(exp7_w160) --emb_scale=true --modes=proj_e3,untied_e30_h3 --seeds=3 $horizon \
             --out_dir=out-exp8-horizon-w160-sqrt_d
     fi ;;
 check:w160)

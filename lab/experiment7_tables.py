@@ -359,6 +359,11 @@ def row_key(row):
     return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
 
 
+def rungs_below(rows):
+    """Each row's neighbours one rung below on every rate it tunes, as rows."""
+    return [row_name(name, key) for name, best in map(row_key, rows) for key in neighbour_keys(best, steps=(-1,))]
+
+
 def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
     """The rows of rungs_dir (the rungs below a pick, one seed) that beat the pick on that seed by more than the
     pick's spread over its seeds (their standard deviation): the rungs that go on to the pick's other seeds."""
@@ -465,8 +470,7 @@ def main(argv):
     elif command == 'top':  # N OUT_DIR: untied's N best cells and tied's, best first, as one line of rows
         print(remedy_top(0, [argv[2]], int(argv[1]), sweeps=False)[0])
     elif command == 'lower':  # ROWS: each row's neighbours one rung below on every rate it tunes
-        print(','.join(row_name(name, key) for name, best in map(row_key, argv[1].split(','))
-                       for key in neighbour_keys(best, steps=(-1,))))
+        print(','.join(rungs_below(argv[1].split(','))))
     elif command == 'rungs_won':  # PICK_DIR RUNGS_DIR: the rungs that beat the pick by more than its seed spread
         print(','.join(rungs_that_won(argv[1], argv[2])))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep

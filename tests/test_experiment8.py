@@ -9,8 +9,8 @@ import pytest
 
 from conftest import REPO_ROOT, committed_summary, interval
 from lab import zero_head
-from lab.experiment7_tables import (best_rows, beyond_the_pick, load, neighbour_keys, row_key, row_name,
-                                    rungs_that_won, summary_path, sweep_cells)
+from lab.experiment7_tables import (best_rows, beyond_the_pick, load, neighbour_keys, rungs_below, rungs_that_won,
+                                    summary_path, sweep_cells)
 
 RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
 PAGE = os.path.join(REPO_ROOT, 'docs', 'experiment8.md')
@@ -121,15 +121,12 @@ def test_the_zero_heads_horizon_is_read_at_the_best_confirmed_and_says_where_a_r
     of the pick and the rungs confirmed; and where a rung that won is not confirmed, or one below the read best is
     untried or beats it by more than its own spread, the page and the findings say the rate is not yet settled."""
     monkeypatch.chdir(REPO_ROOT)  # the records, as CI has them
-
-    def below(rows):
-        return [row_name(name, key) for name, best in map(row_key, rows) for key in neighbour_keys(best, steps=(-1,))]
     pick, rungs = committed_summary('experiment8-horizon-w160'), committed_summary('experiment8-horizon-w160-lower')
     confirmed = committed_summary('experiment8-horizon-w160-lower-confirmed')
     won = rungs_that_won('out-exp8-horizon-w160', 'out-exp8-horizon-w160-lower')
     (pick_row, pick_cells), = pick['modes'].items()
-    assert set(below([pick_row])) <= set(rungs['modes'])
-    assert set(won) & set(below([pick_row])) <= set(confirmed['modes']) <= set(won)
+    assert set(rungs_below([pick_row])) <= set(rungs['modes'])
+    assert set(won) & set(rungs_below([pick_row])) <= set(confirmed['modes']) <= set(won)
     assert confirmed['seeds'] == pick['seeds']
     means = {pick_row: pick_cells['val_loss_all']['mean'],
              **{row: cells['val_loss_all']['mean'] for row, cells in confirmed['modes'].items()}}
@@ -143,7 +140,7 @@ def test_the_zero_heads_horizon_is_read_at_the_best_confirmed_and_says_where_a_r
     for row, rung in rungs['modes'].items():
         assert f"{rung['val_loss_all']['per_seed'][0]:.3f}" in text, row
     end = cells['val_loss_all']['per_seed'][read['seeds'].index(1337)]
-    unsettled = [row for row in below([best]) if row not in rungs['modes']
+    unsettled = [row for row in rungs_below([best]) if row not in rungs['modes']
                  or rungs['modes'][row]['val_loss_all']['per_seed'][0] < end - cells['val_loss_all']['std']]
     unsettled += [row for row in won if row not in confirmed['modes']]
     if unsettled:
