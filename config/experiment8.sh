@@ -32,7 +32,7 @@
 #                                                # a lower rate), and experiment 7's tied horizon run trained again
 #   bash config/experiment8.sh horizon_tied w160     # tied and the sqrt(d) arms at experiment 7's rates for the
 #   bash config/experiment8.sh horizon_sqrt_d w160   # epoch, trained here: the check ends 0.010 from its record
-#   bash config/experiment8.sh horizon_confirm w160  # a rung that beat the pick by more than its seed spread: on
+#   bash config/experiment8.sh horizon_confirm w160  # a rung that beat the best by more than its seed spread: on
 #                                                # the pick's three seeds, and a rung lower again on seed 1337;
 #                                                # again, until no rung below wins
 #   python lab/zero_head.py                      # the paired table (from the out-exp8 folders, else docs/results/)
@@ -122,10 +122,11 @@ horizon:w160)  # one epoch (1,376 steps) in float32 on one torch thread a run, a
         $horizon --out_dir=out-exp8-horizon-w160-lower & pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid"; done
     fresh_rows out-exp8-horizon-w160 "$pick" $(w160) --seeds=3 $horizon ;;
-horizon_confirm:w160)  # the rungs below the pick that beat it on seed 1337 by more than its seed spread (the
-    # standard deviation of its three seeds): their seeds 1338-1339 (summary-confirmed.*), then a rung lower again
-    # below each on seed 1337 beside the rungs already run (summary.*). Run it again while a rung lower again wins:
-    # each pass confirms the rungs that won and tries the rungs below them
+horizon_confirm:w160)  # the rungs below the pick that beat the best so far (the pick, or a rung confirmed lower)
+    # on seed 1337 by more than its seed spread (the standard deviation of its three seeds): their seeds 1338-1339
+    # (summary-confirmed.*, every rung confirmed), then a rung lower again below each on seed 1337 beside the rungs
+    # already run (summary.*). Run it again while a rung lower again wins: each pass confirms the rungs that won and
+    # tries the rungs below them
     pick=$(best 1 out-exp8-select-w160)
     won=$(python $tables rungs_won out-exp8-horizon-w160 out-exp8-horizon-w160-lower)
     [ -n "$won" ] || { echo "no rung below $pick beat it by more than its seed spread: the pick stands"; exit 0; }

@@ -15,8 +15,8 @@ rather than typed.
     python lab/experiment7_tables.py untrained OUT_DIR ROWS  # those of ROWS that OUT_DIR's stage has not committed
     python lab/experiment7_tables.py top N OUT_DIR   # untied's N best cells and tied's, best first
     python lab/experiment7_tables.py lower ROWS      # each row's neighbours one rung below on every rate it tunes
-    python lab/experiment7_tables.py rungs_won PICK_DIR RUNGS_DIR  # the rungs that beat the pick by more than its
-                                                     # seed spread (one seed each against its three)
+    python lab/experiment7_tables.py rungs_won PICK_DIR RUNGS_DIR  # the rungs confirmed, and those that beat the best
+                                                     # so far by more than its seed spread (one seed against three)
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
@@ -365,14 +365,21 @@ def rungs_below(rows):
 
 
 def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
-    """The rows of rungs_dir (the rungs below a pick, one seed) that beat the pick on that seed by more than the
-    pick's spread over its seeds (their standard deviation): the rungs that go on to the pick's other seeds."""
+    """The rungs below a pick that go on to (or have been on) the pick's other seeds: those already confirmed there
+    (rungs_dir's summary-confirmed.json), and the rungs of rungs_dir (one seed) that beat the best confirmed so far
+    (the pick, or a confirmed rung with a lower mean) on that seed by more than its spread over its seeds (their
+    standard deviation). Reading against the best, not the pick, spares the seeds of a rung that beats the pick but
+    not the rung it lies below."""
     pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
-    (cells,) = pick['modes'].values()
     if len(pick['seeds']) < 2 or rungs['seeds'][0] not in pick['seeds']:
         raise SystemExit(f"{pick_dir} needs its seeds, {rungs['seeds'][0]} among them, before the rungs are read")
-    bar = cells[key]['per_seed'][pick['seeds'].index(rungs['seeds'][0])] - cells[key]['std']
-    return [row for row, rung in rungs['modes'].items() if rung[key]['per_seed'][0] < bar]
+    path = os.path.join(rungs_dir, 'summary-confirmed.json')
+    path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
+    confirmed = load(path)['modes'] if os.path.exists(path) else {}
+    best = min([*pick['modes'].values(), *confirmed.values()], key=lambda cells: cells[key]['mean'])
+    bar = best[key]['per_seed'][pick['seeds'].index(rungs['seeds'][0])] - best[key]['std']
+    return list(confirmed) + [row for row, rung in rungs['modes'].items()
+                              if row not in confirmed and rung[key]['per_seed'][0] < bar]
 
 
 def committed_rows(out_dir):
@@ -471,7 +478,7 @@ def main(argv):
         print(remedy_top(0, [argv[2]], int(argv[1]), sweeps=False)[0])
     elif command == 'lower':  # ROWS: each row's neighbours one rung below on every rate it tunes
         print(','.join(rungs_below(argv[1].split(','))))
-    elif command == 'rungs_won':  # PICK_DIR RUNGS_DIR: the rungs that beat the pick by more than its seed spread
+    elif command == 'rungs_won':  # PICK_DIR RUNGS_DIR: the rungs confirmed, and those beating the best so far
         print(','.join(rungs_that_won(argv[1], argv[2])))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')

@@ -170,12 +170,14 @@ def test_lower_steps_each_tuned_rate_one_rung_down_and_names_what_is_not_a_row(t
 def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_than_the_picks_spread(tables,
                                                                                                      tmp_path):
     """horizon_confirm's rows: a rung below the pick (one seed) is read against the pick's run on that seed, and goes
-    on to the other seeds only where it ends lower by more than the standard deviation of the pick's seeds; a pick
-    of one seed has no spread to read against."""
+    on to the other seeds only where it ends lower by more than the standard deviation of the pick's seeds; once a
+    rung is confirmed, the rungs are read against the best confirmed so far; a pick of one seed has no spread to read
+    against."""
     def write(folder, seeds, rows):
         folder.mkdir()
         (folder / 'summary.json').write_text(json.dumps(dict(seeds=seeds, modes={
-            row: dict(val_loss_all=dict(per_seed=ends, std=statistics.stdev(ends) if len(ends) > 1 else None))
+            row: dict(val_loss_all=dict(per_seed=ends, mean=statistics.mean(ends),
+                                        std=statistics.stdev(ends) if len(ends) > 1 else None))
             for row, ends in rows.items()})))
         return str(folder)
     ends = [4.40, 4.46, 4.43]  # seeds 1338, 1337, 1339: the rungs' seed is not the pick's first
@@ -184,6 +186,18 @@ def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_
     rungs = write(tmp_path / 'rungs', [1337], {'untied_e100_h10': [4.46 - spread - 0.002],
                                                'untied_e300_h3': [4.46 - spread + 0.002]})
     assert run_tables(tables, 'rungs_won', pick, rungs) == 'untied_e100_h10'
+    # once a rung is confirmed below the pick, a rung lower again is read against it: its run on seed 1337 and its
+    # own spread, and the confirmed rung stays among the rows
+    better = [4.36, 4.42, 4.30]
+    (tmp_path / 'rungs' / 'summary-confirmed.json').write_text(json.dumps(dict(seeds=[1338, 1337, 1339], modes={
+        'untied_e100_h10': dict(val_loss_all=dict(per_seed=better, mean=statistics.mean(better),
+                                                  std=statistics.stdev(better)))})))
+    bar = 4.42 - statistics.stdev(better)
+    lower = write(tmp_path / 'lower', [1337], {'untied_e100_h10': [4.42], 'untied_e30_h10': [bar - 0.002],
+                                               'untied_e100_h3': [bar + 0.002], 'untied_e300_h1': [4.30]})
+    (tmp_path / 'lower' / 'summary-confirmed.json').write_text((tmp_path / 'rungs' / 'summary-confirmed.json')
+                                                                .read_text())
+    assert run_tables(tables, 'rungs_won', pick, lower) == 'untied_e100_h10,untied_e30_h10,untied_e300_h1'
     one_seed = write(tmp_path / 'one', [1337], {'untied_e300_h10': [4.46]})
     with pytest.raises(SystemExit, match='needs its seeds, 1337 among them'):
         run_tables(tables, 'rungs_won', one_seed, rungs)
