@@ -365,21 +365,28 @@ def rungs_below(rows):
 
 
 def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
-    """The rungs below a pick that go on to (or have been on) the pick's other seeds: those already confirmed there
-    (rungs_dir's summary-confirmed.json), and the rungs of rungs_dir (one seed) that beat the best confirmed so far
-    (the pick, or a confirmed rung with a lower mean) on that seed by more than its spread over its seeds (their
-    standard deviation). Reading against the best, not the pick, spares the seeds of a rung that beats the pick but
-    not the rung it lies below."""
+    """The rungs below the picks that go on to (or have been on) the picks' other seeds: those already confirmed
+    there (rungs_dir's summary-confirmed.json), and the rungs of rungs_dir (one seed) that beat their family's best
+    so far (its pick, or a confirmed rung with a lower mean) on that seed by more than its spread over its seeds
+    (their standard deviation). The best's run on that seed is rungs_dir's where it has one (trained beside the rungs,
+    on their machine), else pick_dir's. Reading against the best, not the pick, spares the seeds of a rung that beats
+    the pick but not the rung it lies below."""
     pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
-    if len(pick['seeds']) < 2 or rungs['seeds'][0] not in pick['seeds']:
-        raise SystemExit(f"{pick_dir} needs its seeds, {rungs['seeds'][0]} among them, before the rungs are read")
+    seed = rungs['seeds'][0]
+    if len(pick['seeds']) < 2 or seed not in pick['seeds']:
+        raise SystemExit(f"{pick_dir} needs its seeds, {seed} among them, before the rungs are read")
     path = os.path.join(rungs_dir, 'summary-confirmed.json')
     path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
     confirmed = load(path)['modes'] if os.path.exists(path) else {}
-    best = min([*pick['modes'].values(), *confirmed.values()], key=lambda cells: cells[key]['mean'])
-    bar = best[key]['per_seed'][pick['seeds'].index(rungs['seeds'][0])] - best[key]['std']
-    return list(confirmed) + [row for row, rung in rungs['modes'].items()
-                              if row not in confirmed and rung[key]['per_seed'][0] < bar]
+    bests = {}
+    for row, cells in [*pick['modes'].items(), *confirmed.items()]:
+        if row_key(row)[0] not in bests or cells[key]['mean'] < bests[row_key(row)[0]][1][key]['mean']:
+            bests[row_key(row)[0]] = row, cells
+    bars = {name: (rungs['modes'][row] if row in rungs['modes'] else cells)[key]['per_seed'][
+        0 if row in rungs['modes'] else pick['seeds'].index(seed)] - cells[key]['std']
+        for name, (row, cells) in bests.items()}
+    return list(confirmed) + [row for row, rung in rungs['modes'].items() if row not in confirmed
+                              and row not in pick['modes'] and rung[key]['per_seed'][0] < bars[row_key(row)[0]]]
 
 
 def committed_rows(out_dir):

@@ -201,6 +201,17 @@ def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_
     one_seed = write(tmp_path / 'one', [1337], {'untied_e300_h10': [4.46]})
     with pytest.raises(SystemExit, match='needs its seeds, 1337 among them'):
         run_tables(tables, 'rungs_won', one_seed, rungs)
+    # two arms' picks (Muon's horizon): each rung is read against its own arm's pick, and against the pick's run
+    # beside the rungs on their machine where there is one, not the committed run on that seed
+    untied, tied = [4.31, 4.34, 4.30], [4.28, 4.30, 4.29]
+    picks = write(tmp_path / 'picks', [1337, 1338, 1339], {'untied_e300_h10': untied, 'tied_e10': tied})
+    here = {'untied_e300_h10': 4.33, 'tied_e10': 4.30}  # untied's run here ends above its committed 4.31
+    both = write(tmp_path / 'both', [1337], {
+        **{row: [end] for row, end in here.items()},
+        'untied_e100_h10': [here['untied_e300_h10'] - statistics.stdev(untied) - 0.002],  # wins here only
+        'untied_e300_h3': [here['untied_e300_h10'] - statistics.stdev(untied) + 0.002],
+        'tied_e3': [here['tied_e10'] - statistics.stdev(tied) - 0.002]})
+    assert run_tables(tables, 'rungs_won', picks, both) == 'untied_e100_h10,tied_e3'
 
 
 def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tables, tmp_path):
