@@ -169,11 +169,27 @@ def trained_on(runs):
         '; '.join(f"{way}: {n} of {len(runs)} runs" for way, n in sorted(counts.items()))
 
 
+def cpu_kind(cpuinfo, native_bf16):
+    """The CPU's kind from /proc/cpuinfo's text: its name, x86 family and model (two AMD EPYC kinds share a name; Zen 2
+    is family 23, Zen 3 and 4 family 25 with other models) and whether its bf16 matmuls run in hardware, which moves
+    a bf16 run's ends between kinds."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(':')
+        fields.setdefault(key.strip(), value.strip())
+    if not fields.get('model name'):
+        return platform.processor() or ''
+    family = f"; x86 family {fields['cpu family']} model {fields.get('model', '?')}" if 'cpu family' in fields else ''
+    return f"{fields['model name']}{family}, bf16 {'native' if native_bf16 else 'emulated'}"
+
+
 def machine_line():
     import torch
-    cpu = platform.processor() or ''
+    from lib.device import cpu_has_native_bf16
+    cpuinfo = ''
     with contextlib.suppress(OSError), open('/proc/cpuinfo') as f:
-        cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
+        cpuinfo = f.read()
+    cpu = cpu_kind(cpuinfo, cpu_has_native_bf16())
     threads = os.environ.get('OMP_NUM_THREADS')
     return (f"{platform.platform()}, {os.cpu_count()} CPUs{' (' + cpu + ')' if cpu else ''}, python "
             f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch threads"

@@ -49,9 +49,10 @@ FIRST = 'run its stage first (bash config/experiment8.sh)'  # where a summary is
 
 
 def machine(summary):
-    """Where a summary's runs were trained, coarsely: its machine line up to the CPU's name (platform, kernel build,
-    CPU count and name, as Python reports them) and its dtype. Two AMD EPYC kinds may share a name: it tells
-    machines apart where they differ, not that they match."""
+    """Where a summary's runs were trained, coarsely: its machine line up to the CPU (platform, kernel build, CPU
+    count, name and, in records written since the line had them, x86 family, model and bf16 kind) and its dtype.
+    Older records name the CPU only, and two AMD EPYC kinds share a name: it tells machines apart where they differ,
+    not that they match."""
     return re.match(r'(.*? CPUs \(.*?\)), python', summary['machine']).group(1), summary['trained_on']
 
 

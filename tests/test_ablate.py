@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -749,3 +750,17 @@ def test_the_verdicts_against_untied_and_tied_are_paired_by_seed(every_mode, tin
         ablation_report.paired_interval([4.005, 6.005], [4.010, 6.0104]))
     assert info['versus_tied']['shuffle']['final_val_loss'][2] < 0 < \
         info['versus_tied_welch']['shuffle']['final_val_loss'][2]
+
+
+def test_a_records_machine_line_names_the_cpu_kind_that_moves_its_ends():
+    """Two AMD EPYC kinds share a name, and a bf16 run ends apart between them: the line carries the x86 family and
+    model (Zen 2 family 23; Zen 3 and Zen 4 family 25, other models) and whether bf16 runs in hardware."""
+    def cpuinfo(family, model):
+        return (f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                f"model name\t: AMD EPYC\nflags\t\t: avx2\n\nprocessor\t: 1\ncpu family\t: 99\nmodel\t\t: 99\n")
+    kinds = {ablation_report.cpu_kind(cpuinfo(*fm), native) for fm, native in
+             [((23, 49), False), ((25, 1), False), ((25, 17), True)]}
+    assert kinds == {'AMD EPYC; x86 family 23 model 49, bf16 emulated',
+                     'AMD EPYC; x86 family 25 model 1, bf16 emulated',
+                     'AMD EPYC; x86 family 25 model 17, bf16 native'}
+    assert ablation_report.cpu_kind('', False) == platform.processor()
