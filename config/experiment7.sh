@@ -18,6 +18,8 @@
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
 #   bash config/experiment7.sh horizon_lower [SIZE...]  # its rates and a rung lower on each, seed 1337, trained here
+#   bash config/experiment7.sh horizon_best [SIZE...]   # each arm's better of the two (by more than a seed's spread)
+#                                                 # beside the other's on three seeds, trained here: the re-read cost
 #   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
 #                                                 # untied with and without sqrt(d) input scaling: one seed, half length
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
@@ -328,7 +330,20 @@ horizon_lower)  # the horizon at its own length: seed 1337, each arm's rates tra
         python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows,$(python $tables lower "$rows")" \
             --seeds=1 $(python $tables flags horizon) --out_dir="out-exp7-horizon-muon-$size-lower"
     done ;;
+horizon_best)  # each arm at its rate for the horizon's length, on this machine: per arm the lowest rung of
+    # horizon_lower that beat its pick's run here by more than the pick's seed spread, else the pick, on seeds
+    # 1337-1339 beside the other arm's (a bf16 run ends apart between CPU kinds, so a pair trains on one). The seed-1337
+    # runs are horizon_lower's; the summary's tied - untied is the horizon's cost at each arm's rate for that length
+    for size in ${@:-w128 w160}; do
+        at=out-exp7-horizon-muon-$size
+        rows=$(python $tables horizon_best "$at" "$at-lower")
+        mkdir -p "$at-best"
+        for row in ${rows//,/ }; do [ -e "$at-best/$row-seed1337" ] || cp -r "$at-lower/$row-seed1337" "$at-best/"; done
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows" --seeds=3 \
+            $(python $tables flags horizon) --out_dir="$at-best"
+        python lab/experiment7_tables.py curves "$at-best"
+    done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|horizon_best|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac

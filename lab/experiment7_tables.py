@@ -17,6 +17,7 @@ rather than typed.
     python lab/experiment7_tables.py lower ROWS      # each row's neighbours one rung below on every rate it tunes
     python lab/experiment7_tables.py rungs_won PICK_DIR RUNGS_DIR  # the rungs confirmed, and those that beat the best
                                                      # so far by more than its seed spread (one seed against three)
+    python lab/experiment7_tables.py horizon_best PICK_DIR RUNGS_DIR  # each arm's lowest rung that won, else its pick
     python lab/experiment7_tables.py remedy_top N CELLS OUT_DIR...  # the remedy select stage's rows, a line a
                                                      # sweep: untied, plain tied and the N best remedies, CELLS each
     python lab/experiment7_tables.py remedy_picks OUT_DIR...  # each of those families' best cell, a line a dir
@@ -389,6 +390,17 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
                               and row not in pick['modes'] and rung[key]['per_seed'][0] < bars[row_key(row)[0]]]
 
 
+def horizon_best_rows(pick_dir, rungs_dir, key='val_loss_all'):
+    """Each arm's rate for the horizon's length, as rows in the picks' order: the lowest on the rungs' seed of its
+    rungs that won (rungs_that_won), else its pick."""
+    rungs, won = load(summary_path(rungs_dir))['modes'], rungs_that_won(pick_dir, rungs_dir)
+    rows = []
+    for pick in load(summary_path(pick_dir))['modes']:
+        theirs = [row for row in won if row_key(row)[0] == row_key(pick)[0]]
+        rows.append(min(theirs, key=lambda row: rungs[row][key]['per_seed'][0]) if theirs else pick)
+    return rows
+
+
 def committed_rows(out_dir):
     """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
     path = committed_path(out_dir)
@@ -487,6 +499,8 @@ def main(argv):
         print(','.join(rungs_below(argv[1].split(','))))
     elif command == 'rungs_won':  # PICK_DIR RUNGS_DIR: the rungs confirmed, and those beating the best so far
         print(','.join(rungs_that_won(argv[1], argv[2])))
+    elif command == 'horizon_best':  # PICK_DIR RUNGS_DIR: each arm's rung that won, else its pick
+        print(','.join(horizon_best_rows(argv[1], argv[2])))
     elif command == 'remedy_top':  # N CELLS OUT_DIR...: a line of rows for each sweep
         print(*remedy_top(int(argv[1]), argv[3:], int(argv[2])), sep='\n')
     elif command == 'remedy_picks':  # OUT_DIR...: each family's better cell of the select stage, a line a dir

@@ -212,6 +212,14 @@ def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_
         'untied_e300_h3': [here['untied_e300_h10'] - statistics.stdev(untied) + 0.002],
         'tied_e3': [here['tied_e10'] - statistics.stdev(tied) - 0.002]})
     assert run_tables(tables, 'rungs_won', picks, both) == 'untied_e100_h10,tied_e3'
+    # horizon_best: each arm's lowest rung that won, in the picks' order, else the pick itself
+    assert run_tables(tables, 'horizon_best', picks, both) == 'untied_e100_h10,tied_e3'
+    (tmp_path / 'both' / 'summary.json').unlink()
+    (tmp_path / 'both').rmdir()
+    rungs_won_below_untied_only = write(tmp_path / 'both', [1337], {
+        **{row: [end] for row, end in here.items()}, 'untied_e100_h10': [4.20], 'untied_e300_h3': [4.25],
+        'tied_e3': [here['tied_e10']]})
+    assert run_tables(tables, 'horizon_best', picks, rungs_won_below_untied_only) == 'untied_e100_h10,tied_e10'
 
 
 def test_a_best_on_the_edge_widens_the_grid_and_holds_the_confirmation_back(tables, tmp_path):
