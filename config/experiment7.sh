@@ -337,7 +337,7 @@ horizon_best)  # each arm at its rate for the horizon's length, on this machine:
     for size in ${@:-w128 w160}; do
         at=out-exp7-horizon-muon-$size
         rows=$(python $tables horizon_best "$at" "$at-lower")
-        [ "$rows" != "$(horizon_rows "$size")" ] || { echo "$size: no rung won: the picks' committed cost stands"; continue; }
+        [ "$rows" != "$(horizon_rows "$size")" ] || { echo "$size: no rung won: the picks' cost stands"; continue; }
         mkdir -p "$at-best"
         for row in ${rows//,/ }; do [ -e "$at-best/$row-seed1337" ] || cp -r "$at-lower/$row-seed1337" "$at-best/"; done
         python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$rows" --seeds=3 \
