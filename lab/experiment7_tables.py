@@ -379,13 +379,16 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
     path = os.path.join(rungs_dir, 'summary-confirmed.json')
     path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
     confirmed = load(path)['modes'] if os.path.exists(path) else {}
-    bests = {}
+    bests = {}  # each arm's best so far, by its mean over the pick's seeds
     for row, cells in [*pick['modes'].items(), *confirmed.items()]:
-        if row_key(row)[0] not in bests or cells[key]['mean'] < bests[row_key(row)[0]][1][key]['mean']:
-            bests[row_key(row)[0]] = row, cells
-    bars = {name: (rungs['modes'][row] if row in rungs['modes'] else cells)[key]['per_seed'][
-        0 if row in rungs['modes'] else pick['seeds'].index(seed)] - cells[key]['std']
-        for name, (row, cells) in bests.items()}
+        arm = row_key(row)[0]
+        if arm not in bests or cells[key]['mean'] < bests[arm][1][key]['mean']:
+            bests[arm] = row, cells
+    bars = {}
+    for arm, (row, cells) in bests.items():
+        end = rungs['modes'][row][key]['per_seed'][0] if row in rungs['modes'] else \
+            cells[key]['per_seed'][pick['seeds'].index(seed)]
+        bars[arm] = end - cells[key]['std']
     return list(confirmed) + [row for row, rung in rungs['modes'].items() if row not in confirmed
                               and row not in pick['modes'] and rung[key]['per_seed'][0] < bars[row_key(row)[0]]]
 
