@@ -637,6 +637,33 @@ def committed_summary(name):
         return json.load(f)
 
 
+def doc_table(path, header, after=''):
+    """The cells of the table of REPO_ROOT/path that starts with header (the first after the text `after`, where
+    given), row by row, below its header and rule."""
+    with open(os.path.join(REPO_ROOT, path), encoding='utf-8') as f:
+        text = f.read()
+    text = text[text.index(after):]
+    lines = text[text.index(header):].splitlines()[2:]
+    return [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
+
+
+def rates_of(tables, row):
+    """A row's rates as the pages write them: '×30, ×3' (table, head) or '×10' (tables: lab/experiment7_tables)."""
+    key = tables.row_key(row)[1]
+    return ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
+
+
+def curve_means(record, row, steps):
+    """{step: mean over seeds} of row's evaluations (50 fixed batches) at each of steps, from
+    docs/results/RECORD/curves.csv, which holds every seed of the record's summary."""
+    import csv
+    import statistics
+    with open(os.path.join(REPO_ROOT, 'docs', 'results', record, 'curves.csv'), encoding='utf-8') as f:
+        curve = [r for r in csv.DictReader(f) if r['mode'] == row]
+    assert sorted({int(r['seed']) for r in curve}) == committed_summary(record)['seeds'], (record, row)
+    return {step: statistics.mean(float(r['val_loss']) for r in curve if r['iter'] == str(step)) for step in steps}
+
+
 def difference(a, b, key='val_loss_all'):
     """(summary, row) minus (summary, row) over seeds, (difference, low, high): paired by seed where the two
     summaries' runs pair (lab/ablation_report.runs_pair), else by Welch's t."""

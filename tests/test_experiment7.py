@@ -19,7 +19,8 @@ import pytest
 
 import ablate
 import train
-from conftest import assert_quotes, committed_summary, difference, findings_text, interval, markdown_block
+from conftest import (assert_quotes, committed_summary, curve_means, difference, doc_table, findings_text, interval,
+                      markdown_block, rates_of)
 from lib import command_line
 from lab.ablation_figure import rate_cells
 
@@ -693,27 +694,11 @@ REMEDY_TABLE = {
 }
 
 
-def doc_table(header, after=''):
-    """The cells of the table of docs/experiment7.md that starts with header (the first after the heading `after`,
-    where given), row by row, below its header and rule."""
-    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:
-        text = f.read()
-    text = text[text.index(after):]
-    lines = text[text.index(header):].splitlines()[2:]
-    return [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
-
-
-def rates_of(tables, row):
-    """A row's rates as the pages write them: '×30, ×3' (table, head) or '×10'."""
-    key = tables.row_key(row)[1]
-    return ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
-
-
 def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_against_untied(tables):
     """Every row of the table, in its order: the family, its pick's rates, its mean on seeds 1342-1346 and its
     paired difference from untied's pick, each as the committed fresh records give them; and the sentence under
     it, the untied pick that the select rule moved against the first pick on the same fresh seeds."""
-    rows = doc_table('| family | pick | five fresh seeds |')
+    rows = doc_table(DOC, '| family | pick | five fresh seeds |')
     untied_record, untied_row = REMEDY_TABLE['`untied`, √d input scaling']
     untied = (committed_summary(untied_record), untied_row)
     expected = []
@@ -776,20 +761,14 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
     """Every row of the AdamW horizon's table, in its order: the arm at its rate for that length, its mean
     evaluation at steps 172, 688 and 1,376 over the three seeds (the record's curves.csv), its whole-split end
     (mean ± std) and its paired cost against untied, each as the records give them."""
-    import csv
-    import statistics
-    rows = doc_table('| arm | step 172 |', after='### The horizon under AdamW')
+    rows = doc_table(DOC, '| arm | step 172 |', after='### The horizon under AdamW')
     arms = REMEDY_ARMS['horizon_adamw']
     untied = (committed_summary(arms['untied'][0]), arms['untied'][1])
     names = {'untied': '`untied`, √d', 'tied': '`tied`', 'proj_sqrt_d': '`proj`, √d'}
     expected = []
     for arm, (record, row) in arms.items():
         summary = committed_summary(record)
-        with open(os.path.join(ROOT, 'docs', 'results', record, 'curves.csv'), encoding='utf-8') as f:
-            curve = [r for r in csv.DictReader(f) if r['mode'] == row]
-        assert sorted({int(r['seed']) for r in curve}) == summary['seeds']
-        steps = [f"{statistics.mean(float(r['val_loss']) for r in curve if r['iter'] == str(step)):.3f}"
-                 for step in (172, 688, 1376)]
+        steps = [f"{mean:.3f}" for mean in curve_means(record, row, (172, 688, 1376)).values()]
         end = summary['modes'][row]['val_loss_all']
         against = '–' if arm == 'untied' else interval((summary, row), untied)
         expected.append([f'{names[arm]} ({rates_of(tables, row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}",

@@ -3,34 +3,21 @@
 and, where a rung lower won over the epoch, at the rungs that won, each number its record's; findings row 18 (Muon)
 quotes the cost at the rates the records settle on, and says where a size's rungs are not yet through."""
 
-import csv
-import importlib.util
 import os
-import statistics
 
-import pytest
-
-from conftest import REPO_ROOT, as_prose, committed_summary, findings_row, interval
+from conftest import REPO_ROOT, as_prose, committed_summary, curve_means, doc_table, findings_row, interval, rates_of
+from lab import experiment7_tables as tables
 
 DOC = os.path.join('docs', 'experiment7.md')
 SIZES = ('w128', 'w160')
 STEPS = (172, 688, 1376)
 
 
-@pytest.fixture(scope='module')
-def tables():
-    spec = importlib.util.spec_from_file_location('experiment7_tables',
-                                                  os.path.join(REPO_ROOT, 'lab', 'experiment7_tables.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def committed(name):
     return os.path.exists(os.path.join(REPO_ROOT, 'docs', 'results', name, 'summary.json'))
 
 
-def readings(tables, size):
+def readings(size):
     """(record, label, rows) for each reading of a size's horizon the records hold, and whether a rung won over the
     epoch whose three seeds are not yet committed: the 200-step picks; and, where horizon_lower's rungs are committed
     and an arm's rung beat its pick, horizon_best's record of the two arms at the rows that won."""
@@ -48,54 +35,32 @@ def readings(tables, size):
     return found + [(f'{at}-best', "the epoch's rates", rows)], False
 
 
-def rates(tables, rows):
-    """'×300, ×10; ×10' for (untied, tied) rows."""
-    def of(row):
-        key = tables.row_key(row)[1]
-        return ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
-    return '; '.join(of(row) for row in rows)
-
-
-def curve_means(record, row):
-    with open(os.path.join(REPO_ROOT, 'docs', 'results', record, 'curves.csv'), encoding='utf-8') as f:
-        curve = [r for r in csv.DictReader(f) if r['mode'] == row]
-    return {step: statistics.mean(float(r['val_loss']) for r in curve if r['iter'] == str(step)) for step in STEPS}
-
-
-def page_table():
-    with open(os.path.join(REPO_ROOT, DOC), encoding='utf-8') as f:
-        text = f.read()
-    text = text[text.index('### The horizon: one epoch (Muon'):]
-    lines = text[text.index('| size, rates'):].splitlines()[2:]
-    return [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
-
-
-def test_the_muon_horizon_table_gives_each_reading_its_records_numbers(tables):
+def test_the_muon_horizon_table_gives_each_reading_its_records_numbers():
     """Each size at its 200-step picks and, where an arm's rung lower won over the epoch, at the epoch's rates:
     tied - untied at steps 172, 688 and 1,376 (the mean over seeds of the 50-batch evaluations, curves.csv), each
     arm's whole-split end (mean ± std) and the paired cost, in that order; a reading the records hold and the table
     lacks (or the reverse) fails."""
     expected = []
     for size in SIZES:
-        for record, label, (untied, tied) in readings(tables, size)[0]:
+        for record, label, (untied, tied) in readings(size)[0]:
             summary = committed_summary(record)
             assert summary['seeds'] == [1337, 1338, 1339] and summary['max_iters'] == 1376, record
-            along = curve_means(record, tied), curve_means(record, untied)
+            along = curve_means(record, tied, STEPS), curve_means(record, untied, STEPS)
             ends = [summary['modes'][row]['val_loss_all'] for row in (untied, tied)]
-            expected.append([f'`{size}`, {label} ({rates(tables, (untied, tied))})',
+            expected.append([f"`{size}`, {label} ({rates_of(tables, untied)}; {rates_of(tables, tied)})",
                              *(f'{along[0][step] - along[1][step]:+.3f}' for step in STEPS),
                              *(f"{end['mean']:.3f} ± {end['std']:.3f}" for end in ends),
                              interval((summary, tied), (summary, untied))])
-    assert page_table() == expected
+    assert doc_table(DOC, '| size, rates', after='### The horizon: one epoch (Muon') == expected
 
 
-def test_findings_row_18_under_muon_quotes_the_horizon_at_the_rates_the_records_settle_on(tables):
+def test_findings_row_18_under_muon_quotes_the_horizon_at_the_rates_the_records_settle_on():
     """The row's one-epoch costs are each size's last reading (the epoch's rates where a rung won), named by size;
     a size whose rungs are not committed, or whose rung won without its three seeds, is said to be not yet settled;
     the records' notes give every rung's seed-1337 end."""
     row = findings_row('18 (Muon)')
     for size in SIZES:
-        found, pending = readings(tables, size)
+        found, pending = readings(size)
         record, label, (untied, tied) = found[-1]
         summary = committed_summary(record)
         said = f"{as_prose(interval((summary, tied), (summary, untied)))} ({size}"
