@@ -359,14 +359,19 @@ def test_ctrl_c_saves_a_final_checkpoint_and_resume_continues(during, tiny_data,
 
 # train.py, with each save that starts after the first Ctrl-C held open once its temp file is written: the first
 # Ctrl-C hands SIGINT back to Python's own handler, which is how the save knows it is the final one. A real save takes
-# tens of milliseconds, and on a loaded runner the second Ctrl-C could land after it had finished.
+# tens of milliseconds, and on a loaded runner the second Ctrl-C could land after it had finished. The save first
+# leaves 'final save began' beside out_dir: a temp file alone may be a periodic save's, there before the first Ctrl-C,
+# and a second SIGINT sent before the first one's handler has run merges with it (the kernel keeps one pending).
 HELD_FINAL_SAVE = """
-import runpy, signal, sys, time
+import os, runpy, signal, sys, time
 import torch
 save = torch.save
-def save_and_hold(*args, **kwargs):
-    save(*args, **kwargs)
-    if getattr(signal.getsignal(signal.SIGINT), '__name__', '') != 'on_signal':  # not a periodic save
+def save_and_hold(obj, f, *args, **kwargs):
+    final = getattr(signal.getsignal(signal.SIGINT), '__name__', '') != 'on_signal'  # not a periodic save
+    if final:
+        open(os.path.join(os.path.dirname(os.path.dirname(f.name)), 'final save began'), 'w').close()
+    save(obj, f, *args, **kwargs)
+    if final:
         # one write, line and newline: print's two could be split by the second Ctrl-C's KeyboardInterrupt
         sys.stderr.write('final save written, not yet renamed\\n')
         sys.stderr.flush()
@@ -388,7 +393,7 @@ def test_second_ctrl_c_during_the_final_save_keeps_the_previous_checkpoint(tiny_
     process.send_signal(signal.SIGINT)
     # The final save has begun. The second Ctrl-C lands while it writes or while it is held before its rename,
     # never after it: both must keep the checkpoint on disk.
-    wait_for(lambda: temp_files(out_dir), process)
+    wait_for(lambda: os.path.exists(tmp_path / 'final save began'), process)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and 'Traceback' not in stderr
