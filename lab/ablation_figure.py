@@ -213,9 +213,11 @@ def plot_gradient_sources(path, curves, info):
 
 
 def row_loss(cells, key='val_loss_all'):
-    """A row's mean loss over its seeds; inf where a seed diverged (its rate too high: a sweep's worst cell)."""
+    """A row's mean loss over its seeds; inf where a seed diverged (its rate too high: a sweep's worst cell) or the
+    mean is not a number (NaN ranks before nothing and after nothing: a best taken with min would hang on the order)."""
     diverged = any(at is not None for at in cells.get('diverged_at', {}).get('per_seed', []))
-    return math.inf if diverged else cells.get(key, {}).get('mean')
+    mean = cells.get(key, {}).get('mean')
+    return math.inf if diverged or (mean is not None and not math.isfinite(mean)) else mean
 
 
 def rate_cells(info, key='val_loss_all'):
@@ -225,8 +227,8 @@ def rate_cells(info, key='val_loss_all'):
     untied, tied = {}, {}
     for mode, cells in info['modes'].items():
         row, loss = parse_row(mode), row_loss(cells, key)
-        if loss is None or row.unties or row.input_grad_scale is not None:
-            continue
+        if loss is None or row.unties or row.zero_head or row.input_grad_scale is not None:
+            continue  # arms of their own: the untying tied, the zero head
         embed, head = row.embed_mult or 1.0, row.head_mult or 1.0
         if row.tie_mode == 'untied':
             untied[(embed, head)] = loss

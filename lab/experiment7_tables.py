@@ -28,15 +28,15 @@ memory, no data needed), FLOPs per token by lib/throughput.flops_per_token, and 
 """
 
 import csv
-import json
-import math
 import os
-import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, 'docs', 'results')  # the committed summaries: experiment7-STAGE-OPTIMIZER-SIZE/
 sys.path.insert(0, ROOT)
+from lab.rate_selection import (best_cells, best_rows, committed_rows, family, horizon_best_rows, inside,  # noqa: E402
+                                 load, missing_neighbours, neighbours, row_name, run_select, rungs_below,
+                                 rungs_that_won, sweep_cells)
 
 # What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
 # tests/test_experiment7.py compares them with data/ where the corpus is prepared, so that no table needs data/.
@@ -45,10 +45,6 @@ SIZES = ('w64', 'w96', 'w128', 'w160')  # config/ladder_SIZE.py, smallest first
 DEEP = ('w128', 'w160')                 # config/ladder_SIZE_deep.py: claim 19's tied models
 OPTIMIZERS = {'muon': SIZES, 'adamw': (SIZES[0], SIZES[-1])}  # practice's optimizer at every size, AdamW at the ends
 
-# A rate is a multiple of learning_rate, on a ladder of half decades (experiment 6's steps of sqrt(10)).
-# From x0.01 to x10,000: the top was x1,000 until the sweep under Muon at w160 put untied's table there (5.127 at
-# x1000 against 5.140 at x300), where no rung above was left to try and the best passed for one inside its grid.
-RUNGS = tuple(round(10 ** (k // 2) * (3 if k % 2 else 1), 6) for k in range(-4, 9))
 # Each sweep starts around experiment 6's optima at width 128 (Muon: table x10, head x3, tied x10; AdamW: table
 # x100, x30 within 0.003 of it, head x3, tied x10) and reaches a rung lower for the tied matrix, which also serves as
 # the head: a head's best Adam rate is expected to fall with width (muP: Yang et al. 2022, arXiv 2203.03466).
@@ -194,116 +190,6 @@ def depth_table():
     return lines
 
 
-def summary_path(out_dir):
-    """out_dir's summary.json, or where it is gone (out-*/ is not committed) its copy under docs/results/, if any."""
-    path, kept = os.path.join(out_dir, 'summary.json'), committed_path(out_dir)
-    return kept if not os.path.exists(path) and os.path.exists(kept) else path
-
-
-def committed_path(out_dir):
-    """Where out_dir's stage keeps its summary under docs/results/ (out-exp7-X is experiment7-X, and so on)."""
-    name = re.sub(r'^out-exp(\d+)-', r'experiment\1-', os.path.basename(os.path.normpath(out_dir)))
-    return os.path.join(RESULTS, name, 'summary.json')
-
-
-def load(path, first='run the sweep first (bash config/experiment7.sh sweep)'):
-    """The JSON at path (a summary); where it is missing, SystemExit saying what to run first."""
-    if not os.path.exists(path):
-        raise SystemExit(f"{path} is missing: {first}")
-    with open(path, encoding='utf-8') as f:
-        return json.load(f)
-
-
-def sweep_cells(out_dir, committed=False):
-    """A sweep's rows and its (untied, tied) cells; committed=True: from docs/results/ where out_dir is gone."""
-    from lab.ablation_figure import rate_cells
-    path = summary_path(out_dir) if committed else os.path.join(out_dir, 'summary.json')
-    info = load(path)
-    if committed and path == os.path.join(out_dir, 'summary.json') and committed_rows(out_dir):
-        # with the rows its stage committed under docs/results/ and did not train again: a stage taken up again on
-        # another machine trains only the rows it lacks. Their seeds must be the same, and so must their dtype:
-        # bfloat16's kernels differ between CPU kinds (a run at a high rate moves by more than the rows differ), and
-        # a CPU without native bf16 trains in float32
-        kept = load(committed_path(out_dir))
-        unnamed = None in (kept.get('trained_on'), info.get('trained_on'))  # summaries from before the field
-        for key in ('seeds',) if unnamed else ('seeds', 'trained_on'):
-            if kept.get(key) != info.get(key):
-                raise SystemExit(f"{out_dir}: its runs' {key} ({info.get(key)}) are not its committed record's "
-                                 f"({kept.get(key)}); their rows cannot be read together: take the stage up on a "
-                                 f"machine that trains as the record's did, or move the record aside")
-        info = dict(info, modes=kept['modes'] | info['modes'])
-    return list(info['modes']), *rate_cells(info), family_cells(info)
-
-
-def family(row):
-    """A row's family: its name without its rates (_eX, _hY), e.g. shuffle, tied_igs4, tied_untie."""
-    return re.sub(r'_[eh][0-9.e+-]+(?=_|$)', '', row)
-
-
-def family_cells(info, key='val_loss_all'):
-    """{family(row): {shared matrix's rate: loss}}, mean over seeds, of a sweep's rows but untied and plain tied
-    (rate_cells'). A family with a head rate (pit's S) is keyed (table rate, head rate) as untied is; x1 if unnamed."""
-    from lab.ablation_figure import row_loss
-    from lab.ablation_grid import parse_row
-    families = {}
-    for mode, cells in info['modes'].items():
-        row, loss, name = parse_row(mode), row_loss(cells, key), family(mode)
-        if loss is not None and row.tie_mode != 'untied' and name != 'tied':
-            families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss
-    return {name: {(e, h or 1.0) if any(h for _, h in cells) else e: loss for (e, h), loss in cells.items()}
-            for name, cells in families.items()}
-
-
-def rung_index(rate):
-    """The index in RUNGS of the rung nearest the rate."""
-    return min(range(len(RUNGS)), key=lambda k: abs(math.log(RUNGS[k] / rate)))
-
-
-def neighbours(rate):
-    """The rate and the rungs either side of it."""
-    i = rung_index(rate)
-    return RUNGS[max(0, i - 1):i + 2]
-
-
-def best_cells(untied, tied, families=None):
-    """{family: (its cells, its best cell)} of a sweep: untied's first (cells keyed (table rate, head rate)), then
-    tied's and each other family's (keyed by the shared matrix's rate); a family without cells is left out."""
-    every = {'untied': untied, 'tied': tied} | (families or {})
-    return {name: (cells, min(cells, key=cells.get)) for name, cells in every.items() if cells}
-
-
-def missing_neighbours(untied, tied, families=None):
-    """Rows a best lacks to lie inside its sweep: the 3 x 3 block of rungs around untied's best (and any family's
-    with a head rate); tied's, and each other family's, either side."""
-    rows = []
-    for name, (cells, best) in best_cells(untied, tied, families).items():
-        if isinstance(best, tuple):
-            rows += [f'{name}_e{a:g}_h{b:g}' for a in neighbours(best[0]) for b in neighbours(best[1])
-                     if not any(math.isclose(a, x) and math.isclose(b, y) for x, y in cells)]
-        else:
-            rows += [f'{name}_e{a:g}' for a in neighbours(best) if not any(math.isclose(a, x) for x in cells)]
-    return rows
-
-
-def best_rows(untied, tied, families=None):
-    """Each family's best cell as the confirmation's rows: a rate at x1 is the default, left unwritten."""
-    return [name + ''.join(f'_{side}{rate:g}' for side, rate in zip('eh', best if isinstance(best, tuple) else (best,))
-                           if rate != 1) for name, (_, best) in best_cells(untied, tied, families).items()]
-
-
-def inside(out_dir, cells):
-    """Refuse (SystemExit) a sweep whose best cells are not yet inside its grid or its ladder of rates (a best rate
-    that is RUNGS' first or last has no neighbour beyond it to try)."""
-    if missing := missing_neighbours(*cells):
-        raise SystemExit(f"{out_dir}: a best lies on its grid's edge ({', '.join(missing)} not trained); "
-                         f"run its sweep stage again, which widens the grid")
-    rates = [rate for _, best in best_cells(*cells).values() for rate in (best if isinstance(best, tuple) else (best,))]
-    if ends := [f'x{rate:g}' for rate in rates if any(math.isclose(rate, end) for end in (RUNGS[0], RUNGS[-1]))]:
-        raise SystemExit(f"{out_dir}: a best lies at the end of the rate ladder ({', '.join(ends)}), so its "
-                         f"optimum may lie beyond it; extend RUNGS in lab/experiment7_tables.py, then run its "
-                         f"sweep stage again")
-
-
 def ranked_families(out_dirs, sweeps=True):
     """Across the remedy stages' out dirs (plain, sqrt(d), untied): untied's best family, plain tying's, and the
     remedy families best first, each (best loss, index of its out dir, row prefix, {rate or (e, h): loss}). A family
@@ -318,133 +204,6 @@ def ranked_families(out_dirs, sweeps=True):
     untied = min((f for f in families if f[2] == 'untied'), default=None)
     tied = min((f for f in families if f[2] == 'tied' and f[1] == 0), default=None)
     return untied, tied, sorted(f for f in families if f[2] != 'untied' and f is not tied)
-
-
-def row_name(name, key):
-    """A family's cell as a row: untied's (and pit's) _eX_hY; another's _eX, left unwritten at x1."""
-    return f"{name}_e{key[0]:g}_h{key[1]:g}" if isinstance(key, tuple) else name + (f'_e{key:g}' if key != 1 else '')
-
-
-def neighbour_keys(pick, steps=(-1, 1)):
-    """The cells one rung from a pick along each rate its family tunes, the others held at the pick's: below (-1)
-    and above (+1). A pick at the end of the rate ladder has no neighbour there to try: an error."""
-    at = pick if isinstance(pick, tuple) else (pick,)
-    keys = []
-    for axis, rate in enumerate(at):
-        i = rung_index(rate)
-        for step in steps:
-            if not 0 <= i + step < len(RUNGS):
-                raise SystemExit(f"a pick at x{rate:g} lies at the end of the rate ladder; extend RUNGS in "
-                                 f"lab/experiment7_tables.py")
-            key = at[:axis] + (RUNGS[i + step],) + at[axis + 1:]
-            keys.append(key if isinstance(pick, tuple) else key[0])
-    return keys
-
-
-def beyond_the_pick(cells, pick):
-    """The select rule's test of a pick: the neighbours one rung below and above it on every rate it tunes that
-    have no full-length run yet (an empty list: confirmed). A sweep at half length prefers higher rates, and by
-    another amount for each arm, so a pick is confirmed only against its neighbours at the length it is read at."""
-    have = [k if isinstance(k, tuple) else (k,) for k in cells]  # every key as a tuple of rates
-    return [key for key in neighbour_keys(pick)
-            if not any(all(map(math.isclose, k, key if isinstance(key, tuple) else (key,))) for k in have)]
-
-
-def row_key(row):
-    """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
-    from lab.ablation_grid import parse_row
-    parsed = parse_row(row)
-    if parsed is None:  # a row typed by hand (lower, untrained), or a message fed where a row was meant
-        raise SystemExit(f"error: {row!r} is not a row of ablate.py's --modes (e.g. tied_e30, untied_e100_h3)")
-    embed = parsed.embed_mult or 1.0
-    return family(row), (embed, parsed.head_mult or 1.0) if parsed.tie_mode in ('untied', 'pit') else embed
-
-
-def rungs_below(rows):
-    """Each row's neighbours one rung below on every rate it tunes, as rows."""
-    return [row_name(name, key) for name, best in map(row_key, rows) for key in neighbour_keys(best, steps=(-1,))]
-
-
-def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
-    """The rungs below the picks that go on to (or have been on) the picks' other seeds: those already confirmed
-    there (rungs_dir's summary-confirmed.json), and the rungs of rungs_dir (one seed) that beat their family's best
-    so far (its pick, or a confirmed rung with a lower mean) on that seed by more than its spread over its seeds
-    (their standard deviation). The best's run on that seed is rungs_dir's where it has one (trained beside the rungs,
-    on their machine), else pick_dir's. Reading against the best, not the pick, spares the seeds of a rung that beats
-    the pick but not the rung it lies below."""
-    pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
-    seed = rungs['seeds'][0]
-    if len(pick['seeds']) < 2 or seed not in pick['seeds']:
-        raise SystemExit(f"{pick_dir} needs its seeds, {seed} among them, before the rungs are read")
-    path = os.path.join(rungs_dir, 'summary-confirmed.json')
-    path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
-    confirmed = load(path)['modes'] if os.path.exists(path) else {}
-    bests = {}  # each arm's best so far, by its mean over the pick's seeds
-    for row, cells in [*pick['modes'].items(), *confirmed.items()]:
-        arm = row_key(row)[0]
-        if arm not in bests or cells[key]['mean'] < bests[arm][1][key]['mean']:
-            bests[arm] = row, cells
-    bars = {}
-    for arm, (row, cells) in bests.items():
-        end = rungs['modes'][row][key]['per_seed'][0] if row in rungs['modes'] else \
-            cells[key]['per_seed'][pick['seeds'].index(seed)]
-        bars[arm] = end - cells[key]['std']
-    return list(confirmed) + [row for row, rung in rungs['modes'].items() if row not in confirmed
-                              and row not in pick['modes'] and rung[key]['per_seed'][0] < bars[row_key(row)[0]]]
-
-
-def horizon_best_rows(pick_dir, rungs_dir, key='val_loss_all'):
-    """Each arm's rate for the horizon's length, as rows in the picks' order: the lowest on the rungs' seed of its
-    rungs that won (rungs_that_won), else its pick."""
-    rungs, won = load(summary_path(rungs_dir))['modes'], rungs_that_won(pick_dir, rungs_dir)
-    rows = []
-    for pick in load(summary_path(pick_dir))['modes']:
-        theirs = [row for row in won if row_key(row)[0] == row_key(pick)[0]]
-        rows.append(min(theirs, key=lambda row: rungs[row][key]['per_seed'][0]) if theirs else pick)
-    return rows
-
-
-def committed_rows(out_dir):
-    """The rows of out_dir's stage committed under docs/results/ (trained before, kept as records)."""
-    path = committed_path(out_dir)
-    return list(load(path)['modes']) if os.path.exists(path) else []
-
-
-def select_rows(out_dir, first_rows):
-    """The select rule, as the rows still to train in out_dir at full length: first_rows (the sweep's best cells
-    of each family, best first), the neighbours one rung below each family's sweep best, every row trained there
-    before, and the neighbours each family's pick of all of these lacks (beyond_the_pick), less the rows its stage
-    committed. The stage trains them and asks again; the same rows twice mean every pick is confirmed."""
-    bests = {}
-    for row in first_rows:
-        bests.setdefault(*row_key(row))
-    rows = list(dict.fromkeys(first_rows + [row_name(name, key) for name, best in bests.items()
-                                            for key in neighbour_keys(best, steps=(-1,))]))
-    if os.path.exists(summary_path(out_dir)):
-        trained, untied, tied, others = sweep_cells(out_dir, committed=True)
-        rows += trained + [row_name(name, key) for name, (cells, best) in best_cells(untied, tied, others).items()
-                           for key in beyond_the_pick(cells, best)]
-    here = os.path.join(out_dir, 'summary.json')
-    trained_here = load(here)['modes'] if os.path.exists(here) else {}
-    kept = [row for row in committed_rows(out_dir) if row not in trained_here]
-    return [row for row in dict.fromkeys(rows) if row not in kept]
-
-
-def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
-    """The select stage: train select_rows at full length (ablate.py ABLATE_ARGS --modes=ROWS --out_dir=OUT_DIR)
-    until asking again names the same rows, every pick then confirmed; an error after `rounds` rounds. train
-    stands in for ablate.py in the tests."""
-    import subprocess
-    train = train or (lambda rows: subprocess.run([sys.executable, os.path.join(ROOT, 'ablate.py'), *ablate_args,
-                                                   f'--modes={",".join(rows)}', f'--out_dir={out_dir}'], check=True))
-    rows = select_rows(out_dir, first_rows)
-    for _ in range(rounds):
-        if rows:
-            train(rows)
-        if (again := select_rows(out_dir, first_rows)) == rows:
-            return rows
-        rows = again
-    raise SystemExit(f"{out_dir}: a pick still lacks a full-length neighbour after {rounds} rounds; see its summary.md")
 
 
 def remedy_top(count, out_dirs, cells_each=2, sweeps=True):
@@ -493,6 +252,9 @@ def main(argv):
         inside(argv[1], cells)
         print(','.join(best_rows(*cells)))
     elif command == 'select':  # OUT_DIR ROWS ABLATE_ARGS...: the select stage (run_select)
+        if fixed := [arg for arg in argv[3:] if arg.split('=')[0] in ('--embed_lr', '--head_lr')]:
+            raise SystemExit(f"select: {fixed[0]} sets a rate the rule tunes; the rows name it (_eX, _hY, multiples "
+                             f"of --learning_rate): leave it out")
         run_select(argv[1], [row for row in argv[2].split(',') if row], argv[3:])
     elif command == 'untrained':  # OUT_DIR ROWS: those of ROWS that OUT_DIR's stage has not committed
         print(','.join(row for row in argv[2].split(',') if row and row not in committed_rows(argv[1])))

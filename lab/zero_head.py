@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lab.ablation_report import fmt_interval, paired_interval  # noqa: E402
-from lab.experiment7_tables import RESULTS, load, summary_path  # noqa: E402
+from lab.rate_selection import RESULTS, load, summary_path  # noqa: E402
 
 # What each setting's zero head is paired with: the committed five-seed runs of its arms (summary, mode, label), tied's
 # first, and the run its check stage trains again here (summary, mode) on their first seed

@@ -647,9 +647,10 @@ def doc_table(path, header, after=''):
     return [[cell.strip() for cell in line.strip('|').split('|')] for line in lines[:lines.index('')]]
 
 
-def rates_of(tables, row):
-    """A row's rates as the pages write them: '×30, ×3' (table, head) or '×10' (tables: lab/experiment7_tables)."""
-    key = tables.row_key(row)[1]
+def rates_of(row):
+    """A row's rates as the pages write them: '×30, ×3' (table, head) or '×10'."""
+    from lab.rate_selection import row_key
+    key = row_key(row)[1]
     return ', '.join(f'×{rate:g}' for rate in (key if isinstance(key, tuple) else (key,)))
 
 

@@ -23,6 +23,7 @@ from conftest import (assert_quotes, committed_summary, curve_means, difference,
                       markdown_block, rates_of)
 from lib import command_line
 from lab.ablation_figure import rate_cells
+from lab import rate_selection as selection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -143,7 +144,7 @@ def test_each_grid_holds_experiment_6s_optimum_inside(tables):
         nearest = min(untied, key=lambda cell: sum(abs(a / b - 1) for a, b in zip(cell, best_untied)))
         untied[nearest] = 0.0
         tied[min(tied, key=lambda rate: abs(rate / best_tied - 1))] = 0.0
-        assert tables.missing_neighbours(untied, tied) == [], optimizer
+        assert selection.missing_neighbours(untied, tied) == [], optimizer
 
 
 def write_sweep(tmp_path, losses):
@@ -268,7 +269,7 @@ def test_pit_is_swept_along_both_its_rates_as_untied_is(tables, tmp_path):
     losses = {row: 5.0 for row in tables.PIT_ROWS} | {'pit_e30': 8.6, 'pit_e300': 8.6}
     losses['pit_e1_h100'] = 4.0  # a corner of the block: three rates of each around it
     out_dir = write_sweep(tmp_path, losses)
-    _, _, _, families = tables.sweep_cells(out_dir)
+    _, _, _, families = selection.sweep_cells(out_dir)
     assert families['pit'][(30, 1.0)] == 8.6 and families['pit'][(1, 100)] == 4.0
     added = run_tables(tables, 'widen', out_dir).split(',')[len(losses):]
     assert sorted(added) == sorted(['pit_e0.3_h300', 'pit_e1_h300', 'pit_e3_h30', 'pit_e3_h100', 'pit_e3_h300'])
@@ -279,7 +280,7 @@ def test_pit_is_swept_along_both_its_rates_as_untied_is(tables, tmp_path):
     info['modes'].update({row: dict(val_loss_all=dict(mean=None), diverged_at=dict(per_seed=[16]))
                           for row in added if row.endswith('_h300')})
     (tmp_path / 'summary.json').write_text(json.dumps(info))
-    assert tables.sweep_cells(str(tmp_path))[3]['pit'][(3, 300)] == math.inf
+    assert selection.sweep_cells(str(tmp_path))[3]['pit'][(3, 300)] == math.inf
     assert run_tables(tables, 'best', str(tmp_path)) == 'pit_h100'
 
 
@@ -328,22 +329,22 @@ def test_a_pick_lacking_a_full_length_neighbour_on_any_side_gets_it_until_confir
     plain = {'tied_e30': 5.28, 'tied_e100': 5.38, 'proj_e100': 5.13, 'proj_e300': 5.30}
     untied = {'untied_e300_h10': 4.99, 'untied_e1000_h10': 5.03}
     dirs = [select('plain', plain), str(tmp_path / 'scaled'), select('untied', untied)]
-    lines = [','.join(tables.select_rows(folder, [])) for folder in dirs]
+    lines = [','.join(selection.select_rows(folder, [])) for folder in dirs]
     assert lines[0].split(',') == list(plain) + ['tied_e10', 'proj_e30']  # each below its pick, none above
     assert lines[1] == ''  # a select dir not trained yet has no rows
     assert lines[2].split(',') == list(untied) + ['untied_e100_h10', 'untied_e300_h3', 'untied_e300_h30']
     # the new rung wins for tied, loses for proj: tied goes a rung lower again, proj now lies inside
     plain.update({'tied_e10': 5.20, 'proj_e30': 5.25})
     untied.update({'untied_e100_h10': 5.01, 'untied_e300_h3': 5.02, 'untied_e300_h30': 5.05})
-    lines = [','.join(tables.select_rows(folder, [])) for folder in (select('plain', plain), dirs[1],
+    lines = [','.join(selection.select_rows(folder, [])) for folder in (select('plain', plain), dirs[1],
                                                                        select('untied', untied))]
     assert lines[0].split(',') == list(plain) + ['tied_e3']
     assert lines[2].split(',') == list(untied)  # confirmed: the same rows, so the stage stops
     # a pick in the middle of three cells is inside on both sides; at the ladder's end it cannot be widened
-    assert tables.beyond_the_pick({3: 5.0, 10: 4.9, 30: 5.1}, 10) == []
-    assert tables.beyond_the_pick({(1, 3): 5.0, (1, 10): 4.9}, (1, 10)) == [(0.3, 10), (3, 10), (1, 30)]
+    assert selection.beyond_the_pick({3: 5.0, 10: 4.9, 30: 5.1}, 10) == []
+    assert selection.beyond_the_pick({(1, 3): 5.0, (1, 10): 4.9}, (1, 10)) == [(0.3, 10), (3, 10), (1, 30)]
     with pytest.raises(SystemExit, match='end of the rate ladder'):
-        tables.beyond_the_pick({tables.RUNGS[0]: 4.0, tables.RUNGS[1]: 5.0}, tables.RUNGS[0])
+        selection.beyond_the_pick({selection.RUNGS[0]: 4.0, selection.RUNGS[1]: 5.0}, selection.RUNGS[0])
 
 
 def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_best(tables, tmp_path, monkeypatch):
@@ -351,12 +352,12 @@ def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_bes
     The select stage (run_select) must end on that optimum with a run neighbour on every side, reusing the rows its
     committed record holds; the old rule, the two best cells alone, ends a rung or two above it."""
     def full_length(row):  # a bowl in log-rates, its bottom at table x30, head x3 for untied, x10 for tied
-        name, key = tables.row_key(row)
+        name, key = selection.row_key(row)
         e, h = key if isinstance(key, tuple) else (key, 10)
         best = (30, 3) if name == 'untied' else (10, 10)
         return 4.5 + 0.1 * (math.log10(e / best[0]) ** 2 + math.log10(h / best[1]) ** 2)
     results = tmp_path / 'results'
-    monkeypatch.setattr(tables, 'RESULTS', str(results))
+    monkeypatch.setattr(selection, 'RESULTS', str(results))
     out = tmp_path / 'out-exp6-select-adamw'
     kept = results / 'experiment6-select-adamw'  # an earlier pass's record: its rows are read, not trained again
     kept.mkdir(parents=True)
@@ -371,12 +372,12 @@ def test_the_select_stage_finds_a_full_length_optimum_below_the_short_sweeps_bes
         (out / 'summary.json').write_text(json.dumps(dict(seeds=[1342], modes={
             row: dict(val_loss_all=dict(mean=full_length(row))) for row in rows})))
     sweep_best = ['untied_e300_h3', 'untied_e100_h3', 'tied_e30', 'tied_e100']  # the half-length sweep's two best
-    tables.run_select(str(out), sweep_best, [], train=train)
-    _, untied, tied, _ = tables.sweep_cells(str(out), committed=True)
+    selection.run_select(str(out), sweep_best, [], train=train)
+    _, untied, tied, _ = selection.sweep_cells(str(out), committed=True)
     assert min(untied, key=untied.get) == (30, 3) and min(tied, key=tied.get) == 10
-    assert tables.beyond_the_pick(untied, (30, 3)) == [] and tables.beyond_the_pick(tied, 10) == []
+    assert selection.beyond_the_pick(untied, (30, 3)) == [] and selection.beyond_the_pick(tied, 10) == []
     # the old rule on the same sweep: its two best cells only, which never reach the optimum
-    old = {tables.row_key(row) for row in sweep_best}
+    old = {selection.row_key(row) for row in sweep_best}
     assert ('untied', (30, 3)) not in old and ('tied', 10) not in old
 
 
@@ -385,7 +386,7 @@ def test_a_stage_taken_up_again_reads_its_committed_rows_only_where_they_were_tr
     """The rows a select stage committed and the rows it trains on the next machine are read as one sweep only where
     both have the same seeds and the same dtype: bf16 on one CPU kind is not float32 on another."""
     results = tmp_path / 'results'
-    monkeypatch.setattr(tables, 'RESULTS', str(results))
+    monkeypatch.setattr(selection, 'RESULTS', str(results))
     (results / 'experiment6-select-muon').mkdir(parents=True)
     out = tmp_path / 'out-exp6-select-muon'
     out.mkdir()
@@ -400,9 +401,9 @@ def test_a_stage_taken_up_again_reads_its_committed_rows_only_where_they_were_tr
         summary(out, {'tied_e3': 4.62}, seeds=seeds, trained_on=trained_on)
         if refused:
             with pytest.raises(SystemExit, match=f"its runs' {refused} .* are not its committed record's"):
-                tables.sweep_cells(str(out), committed=True)
+                selection.sweep_cells(str(out), committed=True)
         else:
-            _, _, tied, _ = tables.sweep_cells(str(out), committed=True)
+            _, _, tied, _ = selection.sweep_cells(str(out), committed=True)
             assert tied == {10: 4.60, 3: 4.62}
 
 
@@ -413,7 +414,7 @@ def test_the_confirmation_takes_its_rows_from_the_committed_sweep_where_the_runs
     committed = tmp_path / 'results' / 'experiment7-sweep-muon-w64'
     committed.mkdir(parents=True)
     write_sweep(committed, losses)
-    monkeypatch.setattr(tables, 'RESULTS', str(tmp_path / 'results'))
+    monkeypatch.setattr(selection, 'RESULTS', str(tmp_path / 'results'))
     gone = str(tmp_path / 'out-exp7-sweep-muon-w64')
     assert run_tables(tables, 'best', gone) == 'untied_e10_h3,tied_e3'
     with pytest.raises(SystemExit, match='missing'):  # widening needs the runs themselves
@@ -443,8 +444,8 @@ def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
 
 
 def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables, tmp_path):
-    top = tables.RUNGS[-1]
-    below = tables.RUNGS[-2]
+    top = selection.RUNGS[-1]
+    below = selection.RUNGS[-2]
     losses = {f'untied_e{e:g}_h{h:g}': 5.0 for e in (below, top) for h in (1, 3, 10)}
     losses.update({f'untied_e{top:g}_h3': 4.0, 'tied_e3': 4.5, 'tied_e1': 4.6, 'tied_e10': 4.6})
     out_dir = write_sweep(tmp_path, losses)
@@ -452,7 +453,7 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
     with pytest.raises(SystemExit, match='end of the rate ladder'):
         run_tables(tables, 'best', out_dir)
     # the sweep that passed for inside at the old top, x1000, now has a rung above it to try
-    assert 3000 in tables.RUNGS and tables.neighbours(1000)[-1] == 3000
+    assert 3000 in selection.RUNGS and selection.neighbours(1000)[-1] == 3000
 
 
 # Where each of claims 18 and 19's numbers stands and what stands beside it: (block) -> [(phrase, clause, sentence)],
@@ -561,7 +562,7 @@ GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024)  # and GPT
 def best_of(tables, sweep):
     """A sweep's best rows, (untied's, tied's), as stage 2 confirmed them; None for a side the sweep lacks."""
     untied, tied = rate_cells(sweep)
-    rows = tables.best_rows(untied, tied)
+    rows = selection.best_rows(untied, tied)
     return (rows[0] if untied else None), (rows[-1] if tied else None)
 
 
@@ -670,15 +671,15 @@ def test_the_untied_picks_at_w160_are_confirmed_downward_and_the_page_quotes_the
     info = committed_summary(record)
     means = {row: cells['val_loss_all']['mean'] for row, cells in info['modes'].items()}
     pick = min(means, key=means.get)
-    _, key = tables.row_key(pick)
-    untied = {tables.row_key(row)[1]: loss for row, loss in means.items()}
-    assert tables.beyond_the_pick(untied, key) == []  # confirmed: a run a rung each side on both rates
+    _, key = selection.row_key(pick)
+    untied = {selection.row_key(row)[1]: loss for row, loss in means.items()}
+    assert selection.beyond_the_pick(untied, key) == []  # confirmed: a run a rung each side on both rates
     page = markdown_block(DOC, SELECT_PARAGRAPH)
     sentence, neighbours = UNTIED_SELECTS[record]
     said = sentence.format(e=key[0], h=key[1], mean=means[pick], old=means.get('untied_e100_h10', 0))
     assert said in page, said
     for row in neighbours:
-        e, h = tables.row_key(row)[1]
+        e, h = selection.row_key(row)[1]
         assert f"×{e:g}, ×{h:g}: {means[row]:.3f}" in page, row
 
 
@@ -706,7 +707,7 @@ def test_the_remedy_table_gives_each_familys_pick_its_fresh_mean_and_its_cost_ag
         summary = committed_summary(record)
         against = '–' if (record, row) == (untied_record, untied_row) else interval((summary, row), untied)
         mean = summary['modes'][row]['val_loss_all']['mean']
-        expected.append([family, rates_of(tables, row), f"{mean:.3f}", against])
+        expected.append([family, rates_of(row), f"{mean:.3f}", against])
     assert rows == expected
     page = markdown_block(DOC, SELECT_PARAGRAPH).replace('−', '-')
     first = committed_summary(f'{FRESH}-untied-e100_h10')
@@ -730,8 +731,8 @@ def test_each_adamw_horizon_arm_is_read_at_the_best_of_its_rungs_at_that_length(
             for name, cells in summary['modes'].items():
                 ends[name] = cells['val_loss_all']['per_seed'][summary['seeds'].index(1337)]
         assert min(ends, key=ends.get) == row, (arm, ends)
-        below = {tables.row_key(name) for name in run_tables(tables, 'lower', row).split(',')}  # proj_e1 is proj
-        trained = {tables.row_key(name) for name in ends}
+        below = {selection.row_key(name) for name in run_tables(tables, 'lower', row).split(',')}  # proj_e1 is proj
+        trained = {selection.row_key(name) for name in ends}
         assert below <= trained and len(trained) > len(below) + 1, (arm, below, trained)
         confirmed = committed_summary(record)
         assert confirmed['seeds'] == [1337, 1338, 1339] and list(confirmed['modes']) == [row]
@@ -771,6 +772,6 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
         steps = [f"{mean:.3f}" for mean in curve_means(record, row, (172, 688, 1376)).values()]
         end = summary['modes'][row]['val_loss_all']
         against = '–' if arm == 'untied' else interval((summary, row), untied)
-        expected.append([f'{names[arm]} ({rates_of(tables, row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}",
+        expected.append([f'{names[arm]} ({rates_of(row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}",
                          against])
     assert rows == expected

@@ -7,6 +7,7 @@ import os
 
 from conftest import REPO_ROOT, as_prose, committed_summary, curve_means, doc_table, findings_row, interval, rates_of
 from lab import experiment7_tables as tables
+from lab import rate_selection as selection
 
 DOC = os.path.join('docs', 'experiment7.md')
 SIZES = ('w128', 'w160')
@@ -26,7 +27,7 @@ def readings(size):
     found = [(at, '200-step picks', picks)]
     if not committed(f'{at}-lower'):
         return found, True
-    rows = tables.horizon_best_rows(f'out-exp7-horizon-muon-{size}', f'out-exp7-horizon-muon-{size}-lower')
+    rows = selection.horizon_best_rows(f'out-exp7-horizon-muon-{size}', f'out-exp7-horizon-muon-{size}-lower')
     if rows == picks:
         return found, False
     if not committed(f'{at}-best'):
@@ -47,7 +48,7 @@ def test_the_muon_horizon_table_gives_each_reading_its_records_numbers():
             assert summary['seeds'] == [1337, 1338, 1339] and summary['max_iters'] == 1376, record
             along = curve_means(record, tied, STEPS), curve_means(record, untied, STEPS)
             ends = [summary['modes'][row]['val_loss_all'] for row in (untied, tied)]
-            expected.append([f"`{size}`, {label} ({rates_of(tables, untied)}; {rates_of(tables, tied)})",
+            expected.append([f"`{size}`, {label} ({rates_of(untied)}; {rates_of(tied)})",
                              *(f'{along[0][step] - along[1][step]:+.3f}' for step in STEPS),
                              *(f"{end['mean']:.3f} ± {end['std']:.3f}" for end in ends),
                              interval((summary, tied), (summary, untied))])

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO_ROOT, committed_summary, interval
 from lab import zero_head
-from lab.experiment7_tables import (best_rows, beyond_the_pick, load, neighbour_keys, rungs_below, rungs_that_won,
+from lab.rate_selection import (best_rows, beyond_the_pick, load, neighbour_keys, rungs_below, rungs_that_won,
                                     summary_path, sweep_cells)
 
 RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
