@@ -1,7 +1,7 @@
-"""The select rule and the horizon's rungs: which rows a stage trains, and which it may read together.
+"""The select rule and the horizon's rungs: which rows a stage trains and reads together.
 
 Each arm is read at its own best rates, confirmed at the length it is read at (docs/experiments.md, "How each arm's
-rates are chosen"). config/experiment6-8.sh call it through lab/experiment7_tables.py's command line."""
+rates are chosen"). config/experiment6.sh, 7 and 8 call it through lab/experiment7_tables.py's command line."""
 
 import json
 import math
