@@ -293,16 +293,34 @@ def unconfirmed(out_dir):
             for key in beyond_the_pick(cells, best)]
 
 
-def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6):
+def refuse_another_cpu(out_dir, cpu=None):
+    """Before a stage trains rows beside the ones its stage committed: the record's CPU must be this machine's (its
+    name, and its kind where both are known; cpu stands in for this machine's in the tests), or the rows it trains
+    here would be refused only once trained (unlike)."""
+    path = committed_path(out_dir)
+    name, kind = cpu_named(load(path)) if os.path.exists(path) else ('', '')
+    if not name:  # no record, or one from before the machine line
+        return
+    if cpu is None:
+        from lab.ablation_report import machine_line
+        cpu = cpu_named({'machine': machine_line()})
+    if name != cpu[0] or (kind and cpu[1] and kind != cpu[1]):
+        raise SystemExit(f"{out_dir}: its committed record was trained on {'; '.join(filter(None, (name, kind)))}, "
+                         f"this machine is {'; '.join(filter(None, cpu))}: their rows cannot be read together. Take "
+                         f"the stage up on a CPU of the record's kind, or train it whole under another --out_dir")
+
+
+def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6, cpu=None):
     """The select stage: train select_rows at full length (ablate.py ABLATE_ARGS --modes=ROWS --out_dir=OUT_DIR)
-    until asking again names the same rows, every pick then confirmed; an error after `rounds` rounds. train
-    stands in for ablate.py in the tests."""
+    until asking again names the same rows, every pick then confirmed; an error after `rounds` rounds. train and
+    cpu stand in for ablate.py and this machine's CPU in the tests."""
     import subprocess
     train = train or (lambda rows: subprocess.run([sys.executable, os.path.join(ROOT, 'ablate.py'), *ablate_args,
                                                    f'--modes={",".join(rows)}', f'--out_dir={out_dir}'], check=True))
     rows = select_rows(out_dir, first_rows)
     for _ in range(rounds):
         if rows:
+            refuse_another_cpu(out_dir, cpu)
             train(rows)
         if (again := select_rows(out_dir, first_rows)) == rows:
             if lacking := unconfirmed(out_dir):  # asked for again, yet trained: runs without a full-length loss

@@ -72,6 +72,29 @@ def test_a_stage_reads_with_its_record_only_rows_trained_alike(tmp_path, monkeyp
     stage(tmp_path, monkeypatch, older, ours)
 
 
+def test_a_select_stage_refuses_another_cpu_before_it_trains(tmp_path, monkeypatch):
+    """The rows a stage lacks are not trained at all on a CPU other than its record's: refused before the first run,
+    not after a round whose rows could not be read with the record's."""
+    monkeypatch.setattr(selection, 'RESULTS', str(tmp_path / 'results'))
+    kept = tmp_path / 'results' / 'experiment7-select-muon-w160'
+    kept.mkdir(parents=True)
+    info = dict(summary({'tied_e10': 4.5}), machine=record()['machine'])
+    (kept / 'summary.json').write_text(json.dumps(info))
+    xeon = selection.cpu_named(info)
+
+    def train(rows):
+        raise AssertionError(f'trained {rows}')
+    for cpu in (('AMD EPYC 9R14 96-Core Processor', 'x86 family 25 model 17, bf16 native'),
+                (xeon[0], 'x86 family 6 model 143, bf16 native')):
+        with pytest.raises(SystemExit, match='cannot be read together'):
+            selection.run_select(str(tmp_path / 'out-exp7-select-muon-w160'), ['tied_e10'], [], train=train, cpu=cpu)
+    trained = []
+    with pytest.raises(SystemExit):  # the stand-in trains nothing, so the stage never ends: but it did start
+        selection.run_select(str(tmp_path / 'out-exp7-select-muon-w160'), ['tied_e10'], [], train=trained.append,
+                             cpu=(xeon[0], ''), rounds=1)
+    assert trained == [['tied_e3', 'tied_e30']]
+
+
 def summary(losses, seeds=(1342, 1343, 1344)):
     """A select stage's summary: each row's mean loss (None: its runs ended without one)."""
     return dict(seeds=list(seeds), modes={row: dict(val_loss_all=dict(mean=loss)) for row, loss in losses.items()})
