@@ -218,8 +218,8 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
     from lab.ablation_figure import row_loss
     pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
     seed = rungs['seeds'][0]
-    if len(pick['seeds']) < 2 or seed not in pick['seeds']:
-        raise SystemExit(f"{pick_dir} needs its seeds, {seed} among them, before the rungs are read")
+    if len(pick['seeds']) < 3 or seed not in pick['seeds']:  # a spread over fewer says little of the next seed
+        raise SystemExit(f"{pick_dir} needs its three seeds, {seed} among them, before the rungs are read")
     path = os.path.join(rungs_dir, 'summary-confirmed.json')
     path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
     confirmed = load(path) if os.path.exists(path) else {'seeds': pick['seeds'], 'modes': {}}

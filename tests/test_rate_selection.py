@@ -195,3 +195,6 @@ def test_a_horizons_rungs_are_read_at_their_seed_whatever_diverged(tmp_path, mon
     write(rungs, 'summary-confirmed.json', [1337, 1338, 1340], {'untied_e100_h10': [4.36, 4.34, 4.30]})
     with pytest.raises(SystemExit, match="are not the picks'"):
         selection.rungs_that_won(str(picks), str(rungs))
+    write(picks, 'summary.json', [1337, 1338], {'tied_e10': [4.50, 4.52], 'untied_e300_h10': [4.4] * 2})
+    with pytest.raises(SystemExit, match='needs its three seeds'):  # the spread of two says little
+        selection.rungs_that_won(str(picks), str(rungs))
