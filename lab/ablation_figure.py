@@ -214,10 +214,15 @@ def plot_gradient_sources(path, curves, info):
 
 def row_loss(cells, key='val_loss_all'):
     """A row's mean loss over its seeds; inf where a seed diverged (its rate too high: a sweep's worst cell) or the
-    mean is not a number (NaN ranks before nothing and after nothing: a best taken with min would hang on the order)."""
+    mean is not a number (NaN ranks before nothing and after nothing: a best taken with min would hang on the order);
+    None where a seed has no loss (a mean over the others would pass for the row's)."""
     diverged = any(at is not None for at in cells.get('diverged_at', {}).get('per_seed', []))
+    if diverged:
+        return math.inf
+    if None in (cells.get(key, {}).get('per_seed') or []):  # a seed without its loss: no mean over the row's seeds
+        return None
     mean = cells.get(key, {}).get('mean')
-    return math.inf if diverged or (mean is not None and not math.isfinite(mean)) else mean
+    return math.inf if mean is not None and not math.isfinite(mean) else mean
 
 
 def rate_cells(info, key='val_loss_all'):

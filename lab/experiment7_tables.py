@@ -236,8 +236,16 @@ def write_curves(out_dir):
                        ('mode,seed,iter,val_loss\n' + ''.join(','.join(r) + '\n' for r in rows)).encode())
 
 
+# The arguments each command needs (the docstring's usage): too few is a one-line error, not an IndexError.
+NEEDS = dict(flags=1, grid=1, widen=1, best=1, select=2, untrained=2, top=2, lower=1, rungs_won=2, horizon_best=2,
+             remedy_top=3, remedy_picks=1, remedy_best=1, remedy_neighbours=1, curves=1)
+
+
 def main(argv):
     command = argv[0] if argv else ''
+    if command in NEEDS and len(argv) - 1 < NEEDS[command]:
+        raise SystemExit(f"error: {command} needs {NEEDS[command]} argument(s): python lab/experiment7_tables.py "
+                         f"--help gives each command's")
     if command == 'sizes':
         print(' '.join({'': SIZES, 'adamw': OPTIMIZERS['adamw'], 'deep': DEEP}[argv[1] if argv[1:] else '']))
     elif command == 'flags':
@@ -252,9 +260,6 @@ def main(argv):
         inside(argv[1], cells)
         print(','.join(best_rows(*cells)))
     elif command == 'select':  # OUT_DIR ROWS ABLATE_ARGS...: the select stage (run_select)
-        if fixed := [arg for arg in argv[3:] if arg.split('=')[0] in ('--embed_lr', '--head_lr')]:
-            raise SystemExit(f"select: {fixed[0]} sets a rate the rule tunes; the rows name it (_eX, _hY, multiples "
-                             f"of --learning_rate): leave it out")
         run_select(argv[1], [row for row in argv[2].split(',') if row], argv[3:])
     elif command == 'untrained':  # OUT_DIR ROWS: those of ROWS that OUT_DIR's stage has not committed
         print(','.join(row for row in argv[2].split(',') if row and row not in committed_rows(argv[1])))

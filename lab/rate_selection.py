@@ -32,11 +32,18 @@ def committed_path(out_dir):
 
 
 def load(path, first='run the sweep first (bash config/experiment7.sh sweep)'):
-    """The JSON at path (a summary); where it is missing, SystemExit saying what to run first."""
+    """The JSON at path (a summary: its modes); where it is missing, SystemExit saying what to run first, and where
+    it is not a summary, SystemExit saying so."""
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: {first}")
-    with open(path, encoding='utf-8') as f:
-        return json.load(f)
+    try:
+        with open(path, encoding='utf-8') as f:
+            info = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SystemExit(f"cannot read {path}: {e}") from None
+    if not (isinstance(info, dict) and isinstance(info.get('modes'), dict)):
+        raise SystemExit(f"{path} is not an ablation's summary (no modes); write it again with ablate.py")
+    return info
 
 
 def sweep_cells(out_dir, committed=False):
@@ -58,8 +65,8 @@ def sweep_cells(out_dir, committed=False):
 
 
 # Settings of a stage that do not change what its runs compute, or that trained_on says better (dtype 'auto').
-RUN_ONLY_KEYS = ('modes', 'seeds', 'seed', 'quick', 'versus', 'jobs', 'tuned_lens', 'data_dir', 'device', 'compile',
-                 'dtype', 'log_interval')
+# (log_interval is not one: the summary's loss at each fraction of the run is the mean of the logged steps near it.)
+RUN_ONLY_KEYS = ('modes', 'seeds', 'seed', 'quick', 'versus', 'jobs', 'tuned_lens', 'data_dir', 'device', 'dtype')
 
 
 def cpu_named(summary):
@@ -74,15 +81,21 @@ def unlike(kept, info):
     """(what, kept's, info's) for each way two summaries' runs were not trained alike, so that their rows cannot be
     read together: other seeds; another dtype (a CPU without native bf16 trains in float32); another CPU kind,
     whose kernels differ (a run at a high rate moves by more than the rows differ, in float32 too); other settings.
-    A field or setting that one summary predates is not compared, nor a kind where one names only the CPU."""
-    from lab.ablation_grid import MUON_KEYS
+    A setting newer than a summary counts with the value its runs were made with (LEGACY_RUN_KEYS, as ablate.py
+    reads a run); another it predates, or a field, is not compared, nor a CPU or its kind where one does not name it."""
+    from lab.ablation_grid import LEGACY_RUN_KEYS, MUON_KEYS
     (name, kind), (our_name, our_kind) = cpu_named(kept), cpu_named(info)
-    pairs = [('seeds', kept.get('seeds'), info.get('seeds')), ('CPU', name, our_name)]
+    pairs = [('seeds', kept.get('seeds'), info.get('seeds'))]
+    if name and our_name:
+        pairs.append(('CPU', name, our_name))
+    if None not in (kept.get('vocab_size'), info.get('vocab_size')):
+        pairs.append(('vocab_size', kept['vocab_size'], info['vocab_size']))
     if kind and our_kind:
         pairs.append(('CPU kind', kind, our_kind))
     if None not in (kept.get('trained_on'), info.get('trained_on')):  # summaries from before the field
         pairs.append(('trained_on', kept['trained_on'], info['trained_on']))
-    theirs, ours = kept.get('config', {}), info.get('config', {})
+    theirs, ours = ({**{k: v for k, v in LEGACY_RUN_KEYS.items() if k not in config}, **config} if config else {}
+                    for config in (kept.get('config'), info.get('config')))
     unused = MUON_KEYS if ours.get('optimizer', 'adamw') == 'adamw' else ()
     pairs += [(f'--{key}', theirs[key], ours[key]) for key in ours
               if key in theirs and key not in RUN_ONLY_KEYS + unused]
@@ -95,15 +108,16 @@ def family(row):
 
 
 def family_cells(info, key='val_loss_all'):
-    """{family(row): {shared matrix's rate: loss}}, mean over seeds, of a sweep's rows but untied and plain tied
-    (rate_cells'). A family with a head rate (pit's S, the zero head's) is keyed (table rate, head rate) as untied
-    is; x1 if unnamed."""
+    """{family(row): {shared matrix's rate: loss}}, mean over seeds, of a sweep's rows but plain untied and tied
+    (rate_cells'): the family is the row's name without its rates, so untied_igs4 and untied_zero are arms of their
+    own. A family with a head rate (pit's S, the zero head's) is keyed (table rate, head rate) as untied is; x1 if
+    unnamed."""
     from lab.ablation_figure import row_loss
     from lab.ablation_grid import parse_row
     families = {}
     for mode, cells in info['modes'].items():
         row, loss, name = parse_row(mode), row_loss(cells, key), family(mode)
-        if loss is not None and (row.tie_mode != 'untied' or row.zero_head) and name != 'tied':
+        if loss is not None and name not in ('untied', 'tied'):
             families.setdefault(name, {})[(row.embed_mult or 1.0, row.head_mult)] = loss
     return {name: {(e, h or 1.0) if any(h for _, h in cells) else e: loss for (e, h), loss in cells.items()}
             for name, cells in families.items()}
@@ -194,10 +208,15 @@ def beyond_the_pick(cells, pick):
 
 def row_key(row):
     """(family, key) of a row: the key as in cells, (table rate, head rate) for untied and pit, else the rate."""
-    from lab.ablation_grid import parse_row
+    from lab.ablation_grid import check_row, parse_row
+    from lib.command_line import UserError
     parsed = parse_row(row)
     if parsed is None:  # a row typed by hand (lower, untrained), or a message fed where a row was meant
         raise SystemExit(f"error: {row!r} is not a row of ablate.py's --modes (e.g. tied_e30, untied_e100_h3)")
+    try:
+        check_row(row)  # one ablate.py would refuse to train (a head rate where the head is the token table)
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
     embed = parsed.embed_mult or 1.0  # a head rate is tuned too where one is named (tied_untie's after the untying)
     tunes_head = parsed.tie_mode in ('untied', 'pit') or parsed.head_mult is not None
     return family(row), (embed, parsed.head_mult or 1.0) if tunes_head else embed
@@ -215,11 +234,24 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
     (their standard deviation). The best's run on that seed is rungs_dir's where it has one (trained beside the rungs,
     on their machine), else pick_dir's. Reading against the best, not the pick, spares the seeds of a rung that beats
     the pick but not the rung it lies below."""
+    return _rungs(pick_dir, rungs_dir, key)[0]
+
+
+def _rungs(pick_dir, rungs_dir, key):
+    """rungs_that_won's rows, and every row's end on the rungs' seed (its run in rungs_dir, else in the summary
+    that holds it)."""
     from lab.ablation_figure import row_loss
     pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
+    if not rungs.get('seeds') or not pick.get('seeds'):
+        raise SystemExit(f"{rungs_dir if pick.get('seeds') else pick_dir}: its summary names no seeds")
     seed = rungs['seeds'][0]
     if len(pick['seeds']) < 3 or seed not in pick['seeds']:  # a spread over fewer says little of the next seed
         raise SystemExit(f"{pick_dir} needs its three seeds, {seed} among them, before the rungs are read")
+    # the rungs run on a machine of their own, the picks' run again beside them: the same recipe, dtype and length
+    if differ := [d for d in unlike(pick, rungs) if d[0] not in ('seeds', 'CPU', 'CPU kind')]:
+        what, theirs, ours = differ[0]
+        raise SystemExit(f"{rungs_dir}: its runs' {what} ({ours}) are not {pick_dir}'s ({theirs}): the rungs "
+                         f"must train as the picks did")
     path = os.path.join(rungs_dir, 'summary-confirmed.json')
     path = path if os.path.exists(path) else committed_path(os.path.normpath(rungs_dir) + '-confirmed')
     confirmed = load(path) if os.path.exists(path) else {'seeds': pick['seeds'], 'modes': {}}
@@ -227,14 +259,22 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
         raise SystemExit(f"{path}: its seeds {confirmed['seeds']} are not the picks' {pick['seeds']}: its means "
                          f"cannot be set against theirs")
 
-    def end(summary, row):  # the row's end on the rungs' seed; a run that diverged (None, NaN) ends above any other
-        value = summary['modes'][row][key]['per_seed'][summary['seeds'].index(seed)]
-        return value if value is not None and math.isfinite(value) else math.inf
+    def finite(value, otherwise):  # a run that diverged (None, NaN) ends above any other; its spread is no bar
+        return value if value is not None and math.isfinite(value) else otherwise
+
+    def end(summary, row):
+        return finite(summary['modes'][row][key]['per_seed'][summary['seeds'].index(seed)], math.inf)
 
     def mean(summary, row):  # over the pick's seeds; inf where a seed diverged or none has a loss
         loss = row_loss(summary['modes'][row], key)
         return math.inf if loss is None else loss
 
+    arms = [row_key(row)[0] for row in pick['modes']]
+    if len(set(arms)) < len(arms):
+        raise SystemExit(f"{pick_dir} holds two picks of one arm ({', '.join(pick['modes'])}): which one the rungs "
+                         f"lie below is not said")
+    if strays := [row for row in [*confirmed['modes'], *rungs['modes']] if row_key(row)[0] not in arms]:
+        raise SystemExit(f"{rungs_dir} holds {strays[0]}, a rung of no arm in {pick_dir}")
     bests = {}  # each arm's best so far, by its mean: (row, its summary)
     for summary in (pick, confirmed):
         for row in summary['modes']:
@@ -242,21 +282,21 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
             if arm not in bests or mean(summary, row) < mean(*reversed(bests[arm])):
                 bests[arm] = row, summary
     bars = {arm: (end(rungs, row) if row in rungs['modes'] else end(summary, row))
-            - (summary['modes'][row][key]['std'] or 0) for arm, (row, summary) in bests.items()}
-    if strays := [row for row in rungs['modes'] if row_key(row)[0] not in bars]:
-        raise SystemExit(f"{rungs_dir} holds {strays[0]}, a rung of no arm in {pick_dir}")
-    return list(confirmed['modes']) + [row for row in rungs['modes'] if row not in confirmed['modes']
-                                       and row not in pick['modes'] and end(rungs, row) < bars[row_key(row)[0]]]
+            - finite(summary['modes'][row][key]['std'], 0) for arm, (row, summary) in bests.items()}
+    ends = {row: end(summary, row) for summary in (confirmed, rungs) for row in summary['modes']}
+    won = list(confirmed['modes']) + [row for row in rungs['modes'] if row not in confirmed['modes']
+                                      and row not in pick['modes'] and end(rungs, row) < bars[row_key(row)[0]]]
+    return won, ends
 
 
 def horizon_best_rows(pick_dir, rungs_dir, key='val_loss_all'):
     """Each arm's rate for the horizon's length, as rows in the picks' order: the lowest on the rungs' seed of its
     rungs that won (rungs_that_won), else its pick."""
-    rungs, won = load(summary_path(rungs_dir))['modes'], rungs_that_won(pick_dir, rungs_dir)
+    won, ends = _rungs(pick_dir, rungs_dir, key)
     rows = []
     for pick in load(summary_path(pick_dir))['modes']:
         theirs = [row for row in won if row_key(row)[0] == row_key(pick)[0]]
-        rows.append(min(theirs, key=lambda row: rungs[row][key]['per_seed'][0] or math.inf) if theirs else pick)
+        rows.append(min(theirs, key=ends.get) if theirs else pick)
     return rows
 
 
@@ -282,8 +322,14 @@ def select_rows(out_dir, first_rows):
                            for key in beyond_the_pick(cells, best)]
     here = os.path.join(out_dir, 'summary.json')
     trained_here = load(here)['modes'] if os.path.exists(here) else {}
-    kept = [row for row in committed_rows(out_dir) if row not in trained_here]
-    return [row for row in dict.fromkeys(rows) if row not in kept]
+    # one row a cell, whatever its spelling (tied and tied_e1, pit_e1 and pit_e1_h1), the first spelling kept
+    cells = {row_key(row) for row in committed_rows(out_dir) if row not in trained_here}  # the record holds them
+    wanted = []
+    for row in rows:
+        if (cell := row_key(row)) not in cells:
+            cells.add(cell)
+            wanted.append(row)
+    return wanted
 
 
 def unconfirmed(out_dir):
@@ -293,21 +339,36 @@ def unconfirmed(out_dir):
             for key in beyond_the_pick(cells, best)]
 
 
-def refuse_another_cpu(out_dir, cpu=None):
-    """Before a stage trains rows beside the ones its stage committed: the record's CPU must be this machine's (its
-    name, and its kind where both are known; cpu stands in for this machine's in the tests), or the rows it trains
-    here would be refused only once trained (unlike)."""
+def refuse_unlike_record(out_dir, ablate_args, cpu=None):
+    """Before a stage trains rows beside the ones it committed: what it would train must be what the record was
+    trained as (unlike: its CPU and kind, from this machine's line; its settings, from ABLATE_ARGS as ablate.py reads
+    them), or the rows it trains here would be refused only once trained. The rows name every rate the rule tunes,
+    so a setting of those rates (--embed_lr, --head_lr, on the command line or in a config file) is refused too.
+    cpu stands in for this machine's (name, kind) in the tests."""
+    import ablate
+    from lib.command_line import UserError
+    try:
+        cfg = ablate.parse_args(ablate_args)
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
+    if fixed := [key for key in ('embed_lr', 'head_lr') if cfg.get(key) is not None]:
+        raise SystemExit(f"select: --{fixed[0]}={cfg[fixed[0]]} sets a rate the rule tunes; the rows name it (_eX, "
+                         f"_hY, multiples of --learning_rate): leave it out")
     path = committed_path(out_dir)
-    name, kind = cpu_named(load(path)) if os.path.exists(path) else ('', '')
-    if not name:  # no record, or one from before the machine line
+    if not os.path.exists(path):
         return
-    if cpu is None:
+    kept = load(path)
+    if cpu is None and cpu_named(kept)[0]:
         from lab.ablation_report import machine_line
         cpu = cpu_named({'machine': machine_line()})
-    if name != cpu[0] or (kind and cpu[1] and kind != cpu[1]):
-        raise SystemExit(f"{out_dir}: its committed record was trained on {'; '.join(filter(None, (name, kind)))}, "
-                         f"this machine is {'; '.join(filter(None, cpu))}: their rows cannot be read together. Take "
-                         f"the stage up on a CPU of the record's kind, or train it whole under another --out_dir")
+    here = {'machine': f" CPUs ({'; '.join(filter(None, cpu))}), python" if cpu else '',
+            'config': {k: v for k, v in cfg.items() if k not in ('out_dir', 'init_from', 'progress')} if
+            kept.get('config') else None}
+    if differ := [d for d in unlike(kept, here) if d[0] != 'seeds']:
+        what, theirs, ours = differ[0]
+        raise SystemExit(f"{out_dir}: this stage would train with {what} {ours}, its committed record was trained "
+                         f"with {theirs}: their rows cannot be read together. Take the stage up as the record was "
+                         f"trained, or train it whole under another --out_dir")
 
 
 def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6, cpu=None):
@@ -315,12 +376,17 @@ def run_select(out_dir, first_rows, ablate_args, train=None, rounds=6, cpu=None)
     until asking again names the same rows, every pick then confirmed; an error after `rounds` rounds. train and
     cpu stand in for ablate.py and this machine's CPU in the tests."""
     import subprocess
-    train = train or (lambda rows: subprocess.run([sys.executable, os.path.join(ROOT, 'ablate.py'), *ablate_args,
-                                                   f'--modes={",".join(rows)}', f'--out_dir={out_dir}'], check=True))
+    def ablate(rows):
+        done = subprocess.run([sys.executable, os.path.join(ROOT, 'ablate.py'), *ablate_args,
+                               f'--modes={",".join(rows)}', f'--out_dir={out_dir}'])
+        if done.returncode:  # ablate.py has said why, in one line or in its runs' logs
+            raise SystemExit(f"{out_dir}: ablate.py stopped (exit code {done.returncode}) before the select rule "
+                             f"could read its rows; run the stage again once it trains")
+    train = train or ablate
     rows = select_rows(out_dir, first_rows)
     for _ in range(rounds):
         if rows:
-            refuse_another_cpu(out_dir, cpu)
+            refuse_unlike_record(out_dir, ablate_args, cpu)
             train(rows)
         if (again := select_rows(out_dir, first_rows)) == rows:
             if lacking := unconfirmed(out_dir):  # asked for again, yet trained: runs without a full-length loss

@@ -201,7 +201,7 @@ def test_a_rung_goes_on_to_the_picks_seeds_only_where_it_beats_the_pick_by_more_
                                                                 .read_text())
     assert run_tables(tables, 'rungs_won', pick, lower) == 'untied_e100_h10,untied_e30_h10,untied_e300_h1'
     one_seed = write(tmp_path / 'one', [1337], {'untied_e300_h10': [4.46]})
-    with pytest.raises(SystemExit, match='needs its seeds, 1337 among them'):
+    with pytest.raises(SystemExit, match='needs its three seeds, 1337 among them'):
         run_tables(tables, 'rungs_won', one_seed, rungs)
     # two arms' picks (Muon's horizon): each rung is read against its own arm's pick, and against the pick's run
     # beside the rungs on their machine where there is one, not the committed run on that seed

@@ -198,3 +198,116 @@ def test_a_horizons_rungs_are_read_at_their_seed_whatever_diverged(tmp_path, mon
     write(picks, 'summary.json', [1337, 1338], {'tied_e10': [4.50, 4.52], 'untied_e300_h10': [4.4] * 2})
     with pytest.raises(SystemExit, match='needs its three seeds'):  # the spread of two says little
         selection.rungs_that_won(str(picks), str(rungs))
+
+
+def test_a_stage_refuses_settings_unlike_its_records_before_it_trains(tmp_path, monkeypatch):
+    """What a select stage would train is read from its ablate.py arguments as ablate.py reads them, config file
+    included, and set against its record before the first run: another length, or a rate the rows tune, is refused
+    before anything trains. A setting the record predates counts at the value its runs were made with."""
+    monkeypatch.setattr(selection, 'RESULTS', str(tmp_path / 'results'))
+    kept = tmp_path / 'results' / 'experiment7-select-muon-w160'
+    kept.mkdir(parents=True)
+    info = record()
+    info['config'].pop('head_init', None)  # a record from before --head_init: every head was drawn normal
+    (kept / 'summary.json').write_text(json.dumps(info))
+    cpu = selection.cpu_named(info)
+    out = str(tmp_path / 'out-exp7-select-muon-w160')
+    args = ['config/ladder_w128.py', '--optimizer=muon', '--seeds=3', '--max_iters=1376', '--warmup_iters=172',
+            '--eval_interval=172', '--eval_iters=50']
+
+    def train(rows):
+        raise AssertionError(f'trained {rows}')
+    for wrong, culprit in (('--max_iters=688', 'max_iters'), ('--head_init=zero', 'head_init'),
+                           ('--muon_lr=0.01', 'muon_lr')):
+        with pytest.raises(SystemExit, match=f'--{culprit} '):
+            selection.run_select(out, ['tied_e10'], [*args, wrong], train=train, cpu=cpu)
+    config = tmp_path / 'rates.py'
+    config.write_text('head_lr = 0.003\n')
+    for given in ([*args, '--embed_lr=0.01'], [args[0], str(config), *args[1:]]):
+        with pytest.raises(SystemExit, match='sets a rate the rule tunes'):
+            selection.run_select(out, ['tied_e10'], given, train=train, cpu=cpu)
+    trained = []  # as the record was trained: the stage goes ahead
+    with pytest.raises(SystemExit):
+        selection.run_select(out, ['tied_e10'], args, train=trained.append, cpu=cpu, rounds=1)
+    assert trained
+
+
+def test_every_arm_is_a_family_of_its_own_and_one_cell_trains_once(tmp_path):
+    """untied with input-gradient scaling is an arm of its own, stepped to a pick with a neighbour on every side;
+    a cell named two ways (tied and tied_e1, pit_e1 and pit_e1_h1, tied_e3.0 and tied_e3) is trained once."""
+    trained = select(tmp_path / 'igs', ['untied_igs4_e100_h3', 'untied_igs4_e300_h3'], lambda row: bowl((30, 3), row))
+    _, *cells = selection.sweep_cells(str(tmp_path / 'igs' / 'out'))
+    assert selection.best_cells(*cells)['untied_igs4'][1] == (30, 3)
+    assert {'untied_igs4_e10_h3', 'untied_igs4_e30_h1', 'untied_igs4_e30_h10'} <= set(trained)
+    rows = selection.select_rows(str(tmp_path / 'none'), ['tied_e3.0', 'tied_e3', 'tied', 'tied_e1', 'pit_e1',
+                                                         'pit_e1_h1'])
+    assert rows == ['tied_e3.0', 'tied', 'pit_e1', 'pit_e0.3_h1', 'pit_e1_h0.3']
+
+
+def test_a_row_without_the_loss_of_every_seed_is_no_cell(tmp_path):
+    """A row whose runs left a loss on some seeds only is not read as its mean over the others: the stage asks for
+    it, and says it lacks a full-length loss, rather than pick it."""
+    out, trained = tmp_path / 'out', {}
+
+    def train(rows):
+        trained.update((row, bowl((10, 1), row)) for row in rows if row not in trained)
+        info = summary(trained)
+        info['modes'].get('tied_e3', {}).setdefault('val_loss_all', {}).update(per_seed=[4.0, None, None])
+        if 'tied_e3' in info['modes']:
+            info['modes']['tied_e3']['val_loss_all']['mean'] = 4.0
+        out.mkdir(exist_ok=True)
+        (out / 'summary.json').write_text(json.dumps(info))
+    with pytest.raises(SystemExit, match='tied_e3 at full length'):
+        selection.run_select(str(out), ['tied_e10', 'tied_e30'], [], train=train)
+
+
+def test_the_horizons_rungs_refuse_what_cannot_be_read(tmp_path, monkeypatch):
+    """Two picks of one arm, a confirmed rung of no arm, rungs trained another way, a summary without seeds: each a
+    one-line error; a confirmed rung the rungs' summary lacks is read from its confirmation; a pick whose spread is
+    not a number bars nothing."""
+    monkeypatch.setattr(selection, 'RESULTS', str(tmp_path / 'results'))
+    picks, rungs = tmp_path / 'out-exp7-horizon-y', tmp_path / 'out-exp7-horizon-y-lower'
+    write(picks, 'summary.json', [1337, 1338, 1339], {'tied_e10': [4.50, 4.52, 4.54], 'tied_e30': [4.6] * 3})
+    write(rungs, 'summary.json', [1337], {'tied_e3': [4.3]})
+    with pytest.raises(SystemExit, match='two picks of one arm'):
+        selection.rungs_that_won(str(picks), str(rungs))
+    write(picks, 'summary.json', [1337, 1338, 1339], {'tied_e10': [4.50, 4.52, 4.54], 'untied_e300_h10': [4.4] * 3})
+    write(rungs, 'summary-confirmed.json', [1337, 1338, 1339], {'shuffle_e3': [4.0] * 3})
+    with pytest.raises(SystemExit, match='shuffle_e3, a rung of no arm'):
+        selection.rungs_that_won(str(picks), str(rungs))
+    write(rungs, 'summary-confirmed.json', [1337, 1338, 1339], {'tied_e3': [4.30, 4.31, 4.32]})
+    write(rungs, 'summary.json', [1337], {'tied_e1': [4.35], 'untied_e100_h10': [4.41]})
+    assert selection.horizon_best_rows(str(picks), str(rungs)) == ['tied_e3', 'untied_e300_h10']
+    for field, value, says in (('max_iters', 200, "max_iters"), ('seeds', [], 'names no seeds')):
+        info = json.loads((rungs / 'summary.json').read_text())
+        info.update(config=dict(max_iters=1376)) if field != 'seeds' else None
+        (picks / 'summary.json').write_text(json.dumps(dict(json.loads((picks / 'summary.json').read_text()),
+                                                            config=dict(max_iters=1376))))
+        info['config' if field != 'seeds' else 'seeds'] = dict(max_iters=value) if field != 'seeds' else value
+        (rungs / 'summary.json').write_text(json.dumps(info))
+        with pytest.raises(SystemExit, match=says):
+            selection.rungs_that_won(str(picks), str(rungs))
+    (rungs / 'summary-confirmed.json').unlink()
+    write(picks, 'summary.json', [1337, 1338, 1339], {'tied_e10': [4.50, 4.52, 4.54], 'untied_e300_h10': [4.4] * 3})
+    info = json.loads((picks / 'summary.json').read_text())
+    info['modes']['tied_e10']['val_loss_all'].update(per_seed=[float('nan'), 4.52, 4.54], std=float('nan'))
+    (picks / 'summary.json').write_text(json.dumps(info))
+    write(rungs, 'summary.json', [1337], {'tied_e3': [4.9]})
+    assert selection.rungs_that_won(str(picks), str(rungs)) == ['tied_e3']  # the pick's NaN end loses to any rung
+
+
+def test_the_commands_give_one_line_errors(tmp_path, capsys):
+    """Too few arguments, a summary that is not one, a row ablate.py would refuse, ablate.py failing under the
+    select stage: each ends in one line naming the culprit, not a traceback."""
+    for argv, says in ((['lower'], 'lower needs 1 argument'), (['select', 'out'], 'select needs 2 argument'),
+                       (['rungs_won', 'a'], 'rungs_won needs 2'), (['lower', 'tied_h3'], 'tied_h3, a head rate')):
+        with pytest.raises(SystemExit, match=says):
+            tables.main(argv)
+    bad = tmp_path / 'bad'
+    bad.mkdir()
+    for text in ('{"modes": {', '[]', '{"seeds": [1337]}'):
+        (bad / 'summary.json').write_text(text)
+        with pytest.raises(SystemExit, match='summary'):
+            tables.main(['best', str(bad)])
+    with pytest.raises(SystemExit, match=r'ablate.py stopped \(exit code 2\)'):
+        selection.run_select(str(tmp_path / 'out'), ['tied_e10'], [f'--data_dir={tmp_path / "none"}', '--seeds=1'])
