@@ -7,14 +7,13 @@ remedy stages for w160, and over one epoch tied at experiment 7's rate trained o
 """
 
 import os
-import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lab.ablation_report import fmt_interval, paired_interval  # noqa: E402
-from lab.rate_selection import RESULTS, load, summary_path  # noqa: E402
+from lab.rate_selection import RESULTS, cpu_named, load, summary_path  # noqa: E402
 
 # What each setting's zero head is paired with: the committed five-seed runs of its arms (summary, mode, label), tied's
 # first, and the run its check stage trains again here (summary, mode) on their first seed
@@ -40,7 +39,10 @@ PAIRED_WITH = {
     # rungs) trained on the zero head's machine: the check of experiment 7's tied run missed there. The zero head is
     # the rung below its pick that won, on three seeds (horizon_confirm's summary-confirmed.*, kept as its own record)
     'w160_horizon': dict(runs='out-exp8-horizon-w160-lower-confirmed',
-                         arms=[('experiment8-horizon-w160-tied', 'tied_e10', 'tied at its best')],
+                         arms=[('experiment8-horizon-w160-tied', 'tied_e10', 'tied at its best'),
+                               ('experiment8-horizon-w160-sqrt_d', 'proj_e3', '`proj` with √d at its best'),
+                               ('experiment8-horizon-w160-sqrt_d', 'untied_e30_h3',
+                                'untied, head N(0, σ²), with √d, at its best')],
                          check=('experiment7-rhorizon-adamw-w160-coupled-lower', 'tied_e10')),
 }
 KEY = 'val_loss_all'  # the whole validation split after the last step
@@ -49,11 +51,18 @@ FIRST = 'run its stage first (bash config/experiment8.sh)'  # where a summary is
 
 
 def machine(summary):
-    """Where a summary's runs were trained, coarsely: its machine line up to the CPU (platform, kernel build, CPU
-    count, name and, in records written since the line had them, x86 family, model and bf16 kind) and its dtype.
-    Older records name the CPU only, and two AMD EPYC kinds share a name: it tells machines apart where they differ,
-    not that they match."""
-    return re.match(r'(.*? CPUs \(.*?\)), python', summary['machine']).group(1), summary['trained_on']
+    """Where a summary's runs were trained, coarsely: ((platform, kernel build and CPU count; the CPU's name; the
+    dtype), the CPU's kind where its machine line names it: x86 family, model and bf16 kind). Older records name the
+    CPU only, and two AMD EPYC kinds share a name: it tells machines apart where they differ, not that they match."""
+    name, kind = cpu_named(summary)
+    return (summary['machine'].split(' CPUs (')[0], name, summary['trained_on']), kind
+
+
+def same_machine(a, b):
+    """Whether two summaries' runs were trained on one machine, as far as their lines tell: the kind is compared
+    where both name it."""
+    (where, kind), (where_too, kind_too) = machine(a), machine(b)
+    return where == where_too and (kind == kind_too or not (kind and kind_too))
 
 
 def paired_table(setting):
@@ -86,7 +95,7 @@ def paired_table(setting):
     committed = summaries[check_name]['modes'][check_mode][KEY]['per_seed'][0]
     if abs(again - committed) <= REPRODUCED:
         verdict = 'reproduced'
-    elif all(machine(summary) == machine(fresh) for name, summary in summaries.items() if name != check_name):
+    elif all(same_machine(summary, fresh) for name, summary in summaries.items() if name != check_name):
         verdict = 'not reproduced: every arm is trained on the zero head\'s machine'
     else:
         verdict = 'NOT reproduced: the pairing does not hold'
