@@ -97,7 +97,7 @@ horizon_rows() {  # SIZE: Muon's rates for its horizon: the select stage's pick 
 top() {  # N OUT_DIR: each mode's N best cells of a sweep (from docs/results/ where OUT_DIR is gone), as rows
     python - "$@" <<'PY'
 import sys
-from lab.experiment7_tables import sweep_cells, best_rows
+from lab.rate_selection import sweep_cells, best_rows
 _, untied, tied, _ = sweep_cells(sys.argv[2], committed=True)
 rows = []
 for k in range(int(sys.argv[1])):

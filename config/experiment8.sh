@@ -79,7 +79,7 @@ exp7_w160() {  # experiment 7's arms at w160 (tied, proj, untied with sqrt(d)): 
 best() {  # N OUT_DIR: the N best untied cells of an ablation, as rows
     python - "$@" <<'PY'
 import sys
-from lab.experiment7_tables import best_rows, sweep_cells
+from lab.rate_selection import best_rows, sweep_cells
 _, untied, _, _ = sweep_cells(sys.argv[2], committed=True)
 print(','.join(row for cell in sorted(untied, key=untied.get)[:int(sys.argv[1])] for row in best_rows({cell: 0}, {})))
 PY

@@ -32,11 +32,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, 'docs', 'results')  # the committed summaries: experiment7-STAGE-OPTIMIZER-SIZE/
 sys.path.insert(0, ROOT)
-from lab.rate_selection import (best_cells, best_rows, committed_rows, family, horizon_best_rows, inside,  # noqa: E402
-                                 load, missing_neighbours, neighbours, row_name, run_select, rungs_below,
-                                 rungs_that_won, sweep_cells)
+from lab.rate_selection import (best_cells, best_rows, committed_rows, horizon_best_rows, inside, load,  # noqa: E402
+                                 missing_neighbours, neighbours, row_name, run_select, rungs_below, rungs_that_won,
+                                 sweep_cells)
 
 # What `python prepare.py` prints for config/recipe_ladder.py's dataset (its command is in that file's header);
 # tests/test_experiment7.py compares them with data/ where the corpus is prepared, so that no table needs data/.

@@ -77,6 +77,13 @@ def cpu_named(summary):
     return name, kind
 
 
+def cpu_differences(cpu, other):
+    """(what, cpu's, other's) where two CPUs, each (name, kind) as cpu_named gives them, differ: the name, and the
+    kind, each compared where both are named."""
+    return [(what, a, b) for what, a, b in (('CPU', cpu[0], other[0]), ('CPU kind', cpu[1], other[1]))
+            if a and b and a != b]
+
+
 def unlike(kept, info):
     """(what, kept's, info's) for each way two summaries' runs were not trained alike, so that their rows cannot be
     read together: other seeds; another dtype (a CPU without native bf16 trains in float32); another CPU kind,
@@ -84,14 +91,9 @@ def unlike(kept, info):
     A setting newer than a summary counts with the value its runs were made with (LEGACY_RUN_KEYS, as ablate.py
     reads a run); another it predates, or a field, is not compared, nor a CPU or its kind where one does not name it."""
     from lab.ablation_grid import LEGACY_RUN_KEYS, MUON_KEYS
-    (name, kind), (our_name, our_kind) = cpu_named(kept), cpu_named(info)
-    pairs = [('seeds', kept.get('seeds'), info.get('seeds'))]
-    if name and our_name:
-        pairs.append(('CPU', name, our_name))
+    pairs = [('seeds', kept.get('seeds'), info.get('seeds')), *cpu_differences(cpu_named(kept), cpu_named(info))]
     if None not in (kept.get('vocab_size'), info.get('vocab_size')):
         pairs.append(('vocab_size', kept['vocab_size'], info['vocab_size']))
-    if kind and our_kind:
-        pairs.append(('CPU kind', kind, our_kind))
     if None not in (kept.get('trained_on'), info.get('trained_on')):  # summaries from before the field
         pairs.append(('trained_on', kept['trained_on'], info['trained_on']))
     theirs, ours = ({**{k: v for k, v in LEGACY_RUN_KEYS.items() if k not in config}, **config} if config else {}
@@ -238,8 +240,8 @@ def rungs_that_won(pick_dir, rungs_dir, key='val_loss_all'):
 
 
 def _rungs(pick_dir, rungs_dir, key):
-    """rungs_that_won's rows, and every row's end on the rungs' seed (its run in rungs_dir, else in the summary
-    that holds it)."""
+    """rungs_that_won's rows, every row's end on the rungs' seed (its run in rungs_dir, else in the summary
+    that holds it), and the picks' rows in their order."""
     from lab.ablation_figure import row_loss
     pick, rungs = load(summary_path(pick_dir)), load(summary_path(rungs_dir))
     if not rungs.get('seeds') or not pick.get('seeds'):
@@ -286,15 +288,15 @@ def _rungs(pick_dir, rungs_dir, key):
     ends = {row: end(summary, row) for summary in (confirmed, rungs) for row in summary['modes']}
     won = list(confirmed['modes']) + [row for row in rungs['modes'] if row not in confirmed['modes']
                                       and row not in pick['modes'] and end(rungs, row) < bars[row_key(row)[0]]]
-    return won, ends
+    return won, ends, list(pick['modes'])
 
 
 def horizon_best_rows(pick_dir, rungs_dir, key='val_loss_all'):
     """Each arm's rate for the horizon's length, as rows in the picks' order: the lowest on the rungs' seed of its
     rungs that won (rungs_that_won), else its pick."""
-    won, ends = _rungs(pick_dir, rungs_dir, key)
+    won, ends, picks = _rungs(pick_dir, rungs_dir, key)
     rows = []
-    for pick in load(summary_path(pick_dir))['modes']:
+    for pick in picks:
         theirs = [row for row in won if row_key(row)[0] == row_key(pick)[0]]
         rows.append(min(theirs, key=ends.get) if theirs else pick)
     return rows
@@ -346,6 +348,7 @@ def refuse_unlike_record(out_dir, ablate_args, cpu=None):
     so a setting of those rates (--embed_lr, --head_lr, on the command line or in a config file) is refused too.
     cpu stands in for this machine's (name, kind) in the tests."""
     import ablate
+    from lab.ablation_grid import BOOKKEEPING_KEYS
     from lib.command_line import UserError
     try:
         cfg = ablate.parse_args(ablate_args)
@@ -361,10 +364,9 @@ def refuse_unlike_record(out_dir, ablate_args, cpu=None):
     if cpu is None and cpu_named(kept)[0]:
         from lab.ablation_report import machine_line
         cpu = cpu_named({'machine': machine_line()})
-    here = {'machine': f" CPUs ({'; '.join(filter(None, cpu))}), python" if cpu else '',
-            'config': {k: v for k, v in cfg.items() if k not in ('out_dir', 'init_from', 'progress')} if
-            kept.get('config') else None}
-    if differ := [d for d in unlike(kept, here) if d[0] != 'seeds']:
+    settings = {'config': {k: v for k, v in cfg.items() if k not in BOOKKEEPING_KEYS}}  # as the summary keeps them
+    if differ := cpu_differences(cpu_named(kept), cpu or ('', '')) + [d for d in unlike(kept, settings)
+                                                                       if d[0] != 'seeds']:
         what, theirs, ours = differ[0]
         raise SystemExit(f"{out_dir}: this stage would train with {what} {ours}, its committed record was trained "
                          f"with {theirs}: their rows cannot be read together. Take the stage up as the record was "

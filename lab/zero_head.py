@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lab.ablation_report import fmt_interval, paired_interval  # noqa: E402
-from lab.rate_selection import RESULTS, cpu_named, load, summary_path  # noqa: E402
+from lab.rate_selection import RESULTS, cpu_differences, cpu_named, load, summary_path  # noqa: E402
 
 # What each setting's zero head is paired with: the committed five-seed runs of its arms (summary, mode, label), tied's
 # first, and the run its check stage trains again here (summary, mode) on their first seed
@@ -51,18 +51,16 @@ FIRST = 'run its stage first (bash config/experiment8.sh)'  # where a summary is
 
 
 def machine(summary):
-    """Where a summary's runs were trained, coarsely: ((platform, kernel build and CPU count; the CPU's name; the
-    dtype), the CPU's kind where its machine line names it: x86 family, model and bf16 kind). Older records name the
-    CPU only, and two AMD EPYC kinds share a name: it tells machines apart where they differ, not that they match."""
-    name, kind = cpu_named(summary)
-    return (summary['machine'].split(' CPUs (')[0], name, summary['trained_on']), kind
+    """Where a summary's runs were trained, coarsely: its platform, kernel build and CPU count, its CPU's name and its
+    dtype. Older records name the CPU only, and two AMD EPYC kinds share a name: it tells machines apart where they
+    differ, not that they match; same_machine adds the kind where both lines name it."""
+    return summary['machine'].split(' CPUs (')[0], cpu_named(summary)[0], summary['trained_on']
 
 
 def same_machine(a, b):
     """Whether two summaries' runs were trained on one machine, as far as their lines tell: the kind is compared
-    where both name it."""
-    (where, kind), (where_too, kind_too) = machine(a), machine(b)
-    return where == where_too and (kind == kind_too or not (kind and kind_too))
+    where both name it (rate_selection.cpu_differences, the select rule's own test)."""
+    return machine(a) == machine(b) and not cpu_differences(cpu_named(a), cpu_named(b))
 
 
 def paired_table(setting):

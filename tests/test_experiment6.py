@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import as_prose, assert_quotes, committed_summary, findings_row, findings_text, interval, markdown_block
-from lab.experiment7_tables import family
+from lab.rate_selection import family
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
