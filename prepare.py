@@ -38,7 +38,7 @@ import urllib.request
 import numpy as np
 
 from lib.atomic_files import atomic_write_bytes, new_folder
-from lib.command_line import UserError, parse_config, run_cli
+from lib.command_line import UserError, ending, parse_config, run_cli
 from lib.corpus import HELD, check_text, is_corpus, not_a_source, prepare_corpus, shown, unchanged
 from lib.memory import format_bytes, memory_shortfall, out_of_memory_reason
 from lib.prepared_data import DATASET_FILES, compact_ids, gpt2_encoding, largest, write_meta
@@ -93,6 +93,7 @@ def main(argv):
         print(f"corpus: {meta['source']}, {meta['source_bytes']:,} bytes; val: {meta['val_documents']}")
     else:
         started, meta = time.time(), prepare_file(config, data_dir, dataset, tokenizer)
+    ending()  # the dataset is in place: a Ctrl-C from here on has nothing to stop, and would turn the exit into 130
     print(f"train: {meta['train_tokens']:,} tokens, val: {meta['val_tokens']:,} tokens")
     print(f"wrote {os.path.join(data_dir, '')}{{train.bin,val.bin,meta.json}} in {time.time() - started:.1f}s")
 

@@ -19,7 +19,7 @@ import prepare
 from lib.atomic_files import remove_stale_temps
 from lib.command_line import UserError
 from lib.prepared_data import load_meta
-from tests.conftest import ENV, REPO_ROOT, tiny_corpus
+from tests.conftest import ENV, REPO_ROOT, ctrl_c_put_back, tiny_corpus
 from tests.test_corpus import folder_bytes, sentence
 
 pytestmark = pytest.mark.usefixtures('gpt2_files')
@@ -172,6 +172,7 @@ def test_a_ctrl_c_just_after_any_call_leaves_the_old_dataset_or_the_new_one_and_
         prepare.main(args[path])
     restore(tmp_path)
     for k in range(1, len(recording.calls) + 1):
+        ctrl_c_put_back(signal.default_int_handler)  # each run, once its dataset is in place, ignores Ctrl-C
         faults = Faults(k, lambda name: os.kill(os.getpid(), signal.SIGINT), after=True)
         with pytest.raises(KeyboardInterrupt), monkeypatch.context() as patch:
             faults.install(patch.setattr)
