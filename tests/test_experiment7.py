@@ -775,3 +775,28 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
         expected.append([f'{names[arm]} ({rates_of(row)})', *steps, f"{end['mean']:.3f} ± {end['std']:.3f}",
                          against])
     assert rows == expected
+
+
+# Muon's select records under the full rule, each trained whole on one machine: {size: record}, linked from the
+# sentence under the table "Selection without the winner's curse (Muon)"
+MUON_SELECTS = {'w96': 'experiment7-select-muon-w96-xeon', 'w160': 'experiment7-select-muon-w160-xeon'}
+
+
+@pytest.mark.parametrize('size', MUON_SELECTS)
+def test_muons_picks_under_the_full_rule_are_the_tables_and_have_a_run_on_every_side(size):
+    """The page says the full rule keeps each size's picks: each arm's best row in the record must have a
+    full-length run one rung either side on every rate it tunes, and be the table's pick for that size."""
+    record = MUON_SELECTS[size]
+    info = committed_summary(record)
+    arms = {}
+    for row, cells in info['modes'].items():
+        arm, key = selection.row_key(row)
+        arms.setdefault(arm, {})[key] = cells['val_loss_all']['mean']
+    assert set(arms) == {'untied', 'tied'}, arms
+    picks = {arm: min(cells, key=cells.get) for arm, cells in arms.items()}
+    for arm, cells in arms.items():
+        assert selection.beyond_the_pick(cells, picks[arm]) == [], (arm, picks[arm])
+    (e, h), t = picks['untied'], picks['tied']
+    markdown_block(DOC, f'| `{size}` | ×{e:g}, ×{h:g}; ×{t:g} |')  # the table's row of this size, these picks
+    said = markdown_block(DOC, "Top two sweep cells on seeds 1337-1339")
+    assert f"results/{record}/summary.md" in said, record
