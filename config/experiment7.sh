@@ -20,6 +20,7 @@
 #   bash config/experiment7.sh horizon_lower [SIZE...]  # its rates and a rung lower on each, seed 1337, trained here
 #   bash config/experiment7.sh horizon_best [SIZE...]   # each arm's better of the two (by more than a seed's spread)
 #                                                 # beside the other's on three seeds, trained here: the re-read cost
+#   bash config/experiment7.sh horizon_lower2 [SIZE...] # a rung lower again below horizon_best's rates, seed 1337
 #   bash config/experiment7.sh remedy_sweep [coupled|per_step]  # AdamW at w160: every remedy at its own rate, and
 #                                                 # untied with and without sqrt(d) input scaling: one seed, half length
 #   bash config/experiment7.sh remedy_select [coupled|per_step]  # untied, tied and the three best remedies: their two
@@ -345,7 +346,15 @@ horizon_best)  # each arm at its rate for the horizon's length, on this machine:
             $(python $tables flags horizon) --out_dir="$at-best"
         python lab/experiment7_tables.py curves "$at-best"
     done ;;
+horizon_lower2)  # does the epoch's rate keep falling? Each arm's rate from horizon_best, a rung lower again on every
+    # rate it tunes, seed 1337, trained here beside horizon_best's seed-1337 runs (this machine's kind)
+    for size in ${@:-w128 w160}; do
+        at=out-exp7-horizon-muon-$size
+        rows=$(python $tables horizon_best "$at" "$at-lower")
+        python ablate.py "config/ladder_$size.py" --optimizer=muon --modes="$(python $tables lower "$rows")" \
+            --seeds=1 $(python $tables flags horizon) --out_dir="$at-lower2"
+    done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|horizon_best|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|horizon_best|horizon_lower2|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac
