@@ -157,6 +157,8 @@ def new_folder(folder, label, holds=()):
                 if replacing:
                     os.rename(aside, real)
                 raise
+            if replacing:  # inside: a Ctrl-C that waited for the rename would skip it and leave the old copy aside
+                shutil.rmtree(aside, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
@@ -165,8 +167,6 @@ def new_folder(folder, label, holds=()):
                 os.rmdir(path)
                 path = os.path.dirname(path)
         raise
-    if replacing:
-        shutil.rmtree(aside, ignore_errors=True)
     with contextlib.suppress(OSError):
         _fsync(os.path.dirname(real), os.O_RDONLY)
 

@@ -178,6 +178,7 @@ def test_a_ctrl_c_just_after_any_call_leaves_the_old_dataset_or_the_new_one_and_
             faults.install(patch.setattr)
             prepare.main(args[path])
         assert folder_bytes(tmp_path / 'out' / 'c') in (held, new), (k, faults.calls[k - 1])
+        assert os.listdir(tmp_path / 'out') == ['c'], (k, faults.calls[k - 1])  # no copy aside, no temporary
         restore(tmp_path)
     assert recording.calls.count('os.rename') >= 2, recording.calls  # the swap's two renames were among them
 
