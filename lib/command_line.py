@@ -39,11 +39,22 @@ def run_cli(main):
     except BrokenPipeError:
         # The reader went away (`python init_loss.py --json | head -3`): not an error worth a
         # traceback. Point stdout at /dev/null so the interpreter's final flush fails quietly too.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_dropped()
         sys.exit(1)
     finally:
         if owned:  # the interpreter's exit follows, joining threads and freeing torch: nothing a Ctrl-C could stop
             ending()
+        # What is still buffered goes now: a reader gone meanwhile (a Ctrl-C stops `| head` too) would fail the
+        # interpreter's own flush, which prints 'Exception ignored' and turns any exit code into 120.
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_dropped()
+
+
+def _stdout_dropped():
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # Set once a run is ending; a handler is then never put back over the ignored SIGINT (put_back).

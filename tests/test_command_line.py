@@ -370,3 +370,30 @@ def test_the_first_process_started_with_sigint_blocked_starts_with_it_blocked(tm
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1", "1"], result.stdout
+
+
+@pytest.mark.parametrize("ending", ["KeyboardInterrupt", "UserError('bad value')", "None"])
+def test_a_reader_gone_before_the_exit_changes_neither_the_exit_code_nor_the_one_line(tmp_path, ending):
+    """`python prepare.py ... | head -1` and a Ctrl-C: the terminal stops the reader too, and what the script
+    printed is still in its stdout buffer. Flushed into the closed pipe at the interpreter's exit it raised
+    BrokenPipeError there: 'Exception ignored' on stderr and exit code 120 in place of the script's own."""
+    script = tmp_path / "prints_then_ends.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {REPO_ROOT!r})
+        from lib.command_line import UserError, run_cli
+        def main(argv):
+            print("a line the reader never reads")
+            sys.stdin.read()  # the reader is gone once this returns: see below
+            raise {ending} if {ending!r} != "None" else SystemExit(0)
+        run_cli(main)
+    """))
+    read, write = os.pipe()
+    os.close(read)  # no reader: every write to the pipe fails
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe's stdout, buffered as usual
+    process = subprocess.run([sys.executable, str(script)], stdout=write, stderr=subprocess.PIPE, input="",
+                             text=True, timeout=60, env=env)
+    os.close(write)
+    expected = {"KeyboardInterrupt": (130, "interrupted\n"), "UserError('bad value')": (2, "error: bad value\n"),
+                "None": (0, "")}[ending]
+    assert (process.returncode, process.stderr) == expected, process.stderr
