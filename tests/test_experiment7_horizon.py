@@ -75,3 +75,18 @@ def test_findings_row_18_under_muon_quotes_the_horizon_at_the_rates_the_records_
             for name, cells in lower['modes'].items():
                 said = f"| `{size}` | `{name}` | {cells['val_loss_all']['per_seed'][0]:.3f} |"
                 assert said in notes, said
+
+
+def test_the_epochs_rates_have_a_worse_run_a_rung_below_them_on_every_rate():
+    """Each arm's rate for the epoch (the -best record's rows) won a rung below its 200-step pick; a rung lower again
+    on every rate it tunes (the -lower2 record, seed 1337, the same machine) must end above that rate's own
+    seed-1337 run, or the epoch's rate is not yet its best and the page's 'a rung lower again lost' is false."""
+    for size in ('w128', 'w160'):
+        at = f'experiment7-horizon-muon-{size}'
+        best, lower, lower2 = (committed_summary(at + suffix) for suffix in ('-best', '-lower', '-lower2'))
+        assert selection.cpu_differences(selection.cpu_named(lower), selection.cpu_named(lower2)) == [], size
+        ends = {row: cells['val_loss_all']['mean'] for record in (lower, lower2) for row, cells in record['modes'].items()}
+        for row in best['modes']:
+            below = selection.rungs_below([row])
+            assert below and all(rung in lower2['modes'] for rung in below), (size, row, below)
+            assert all(ends[rung] > ends[row] for rung in below), (size, row, {r: ends[r] for r in below})
