@@ -37,10 +37,10 @@ COST_QUOTES = {
     14: [('at the default rates {adamw_default}', None, '(AdamW, 4 layers, BPE'),
          ('each at its best, coupled decay, {adamw_best}', None, '(AdamW, 4 layers, BPE')],
     15: [('at the default rates {muon_default}', None, 'Muon, q, k, v one matrix'),
-         ('each at its best {muon_best}', None, 'Muon, q, k, v one matrix'),
+         ('first pass {muon_best}', None, 'Muon, q, k, v one matrix'),
          ('q, k and v apart: at the default rates {split_default}', None, None),
-         ('q, k and v apart: at the default rates {split_default}; each at its best {split_best}, re-selected '
-          '{float32_best}', None, None)],
+         ('q, k and v apart: at the default rates {split_default}; first pass {split_best}; each at its best '
+          '(re-selected) {float32_best}', None, None)],
     16: [('{adamw_untie} (AdamW)', "untied at 2/3 minus tied, at tied's best rate", None),
          ('{muon_untie} (Muon)', "untied at 2/3 minus tied, at tied's best rate", None),
          ('{split_untie} (Muon, q, k, v apart)', "untied at 2/3 minus tied, at tied's best rate", None)],

@@ -462,8 +462,8 @@ def test_a_best_at_the_end_of_the_rate_ladder_is_not_taken_for_one_inside(tables
 # by its place in a list the phrase spells out (from w64 to w160), each optimizer's by its sentence. A block is a row
 # of the findings table (claim 18 has one under Muon and one under AdamW) or, ('details', row), the section of
 # docs/experiment7.md that the row links to for what it is too short to hold (conftest.findings_text).
-MUON_BEST = ('each at its best {muon_w64_best}, {muon_w96_best} ({muon_w96_check} with tied at ×10, the rate a '
-             'full-length run prefers), {muon_w128_best}, {muon_w160_best} from w64 to w160')
+MUON_BEST = ("each at its best {muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to w160 "
+             "(the select rule's picks, fresh seeds)")
 README_QUOTES = {
     '18 (Muon)': [('each at its best {muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to '
                    'w160', None, 'under Muon, q, k and v apart')],
@@ -473,16 +473,16 @@ README_QUOTES = {
         (MUON_BEST, None, 'under Muon'),
         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
          'under Muon')],
-    '18 (AdamW)': [('{adamw_w64_best} at w64 (2 layers)', 'each at its best, 200 steps', None),
-                   ('{adamw_w160_best} at w160 (20 layers)', 'each at its best, 200 steps', None),
+    '18 (AdamW)': [('{adamw_w64_best} at w64', "at the sweep's best, 200 steps", None),
+                   ('{adamw_w160_best} at w160', "at the sweep's best, 200 steps", None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
                     'fresh seeds, against untied with √d', None),
                    ('one epoch, each retuned: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
     ('details', '18 (AdamW)'): [
-        ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} each '
-         'at its best', None, 'Under AdamW'),
-        ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} each at '
-         'its best', None, 'Under AdamW'),
+        ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} at '
+         "the sweep's best", None, 'Under AdamW'),
+        ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} at the '
+         "sweep's best", None, 'Under AdamW'),
         ('plain tied (×30) {adamw_fresh_tied}, `proj` (×100) {adamw_fresh_proj}, √d tied (×10) '
          '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
          'Each remedy at its own rate against untied at w160'),
@@ -499,12 +499,11 @@ DOC_QUOTES = {
     "* **At the default rates tying's cost falls as the model grows**":
         [('{muon_w64_default} at w64', None, None), ('{muon_w96_default} at w96', None, None),
          ('{muon_w128_default} at w128', None, None), ('{muon_w160_default} at w160', None, None)],
-    '* **Each at its best rates the cost shows no trend with size**':
-        [('{muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to w160', None, None),
-         ('there the cost is {muon_w96_check}', None, 'Its check, tied at ×10')],
+    "* **At each arm's confirmed rates the cost does not rise with size**":
+        [('{muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to w160', None, None)],
     'Under AdamW for every matrix':
-        [('{adamw_w64_best} at w64', 'each at its best rates', None),
-         ('{adamw_w160_best} at w160', 'each at its best rates', None),
+        [('{adamw_w64_best} at w64', "at the sweep's best rates", None),
+         ('{adamw_w160_best} at w160', "at the sweep's best rates", None),
          ('{adamw_w64_default} at w64', 'at the default rates', None),
          ('{adamw_w160_default} at w160', 'at the default rates', None)],
     '* **At w128 the deeper tied model loses**':
@@ -566,6 +565,15 @@ def best_of(tables, sweep):
     return (rows[0] if untied else None), (rows[-1] if tied else None)
 
 
+def muon_picks(size):
+    """{'untied': row, 'tied': row}: each arm's lowest row of the size's select record under the full rule."""
+    select = committed_summary(MUON_SELECTS[size])
+    arms = {}
+    for row, cells in select['modes'].items():
+        arms.setdefault(selection.row_key(row)[0], []).append((cells['val_loss_all']['mean'], row))
+    return {arm: min(rows)[1] for arm, rows in arms.items()}
+
+
 def fitted_at(points, n):
     """Least squares of cost on log10(parameters) through points [(parameters, cost)], read at n parameters with its
     95 % prediction interval for a new size (t on len(points) - 2 degrees of freedom)."""
@@ -592,13 +600,15 @@ def claim_18_and_19_numbers(tables):
             confirm, sweep = (committed_summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in ('confirm', 'sweep'))
             untied, tied = best_of(tables, sweep)
             numbers[f'{optimizer}_{size}_default'] = interval((confirm, 'tied'), (confirm, 'untied'))
-            numbers[f'{optimizer}_{size}_best'] = interval((confirm, tied), (confirm, untied))
-            best = (confirm, tied)
-            if (optimizer, size) == ('muon', 'w96'):
-                best = (committed_summary('experiment7-check-muon-w96'), 'tied_e10')
-                numbers['muon_w96_check'] = interval(best, (confirm, untied))
+            best = ((confirm, tied), (confirm, untied))
+            if optimizer == 'muon':  # the select rule's picks (MUON_SELECTS) on their five fresh seeds
+                fresh = committed_summary(f'experiment7-fresh-muon-{size}')
+                picks = {selection.row_key(row)[0]: row for row in fresh['modes']}
+                assert picks == muon_picks(size), (size, picks)
+                best = ((fresh, picks['tied']), (fresh, picks['untied']))
+            numbers[f'{optimizer}_{size}_best'] = interval(*best)
             params = tables.counts(tables.resolve(size))['tied']
-            for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', (best, (confirm, untied)))):
+            for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', best)):
                 points.setdefault((optimizer, rates), []).append((params, difference(*pair)[0]))
     for size in tables.DEEP:
         confirm, sweep = (committed_summary(f'experiment7-{stage}-muon-{size}') for stage in ('confirm', 'sweep'))
@@ -779,7 +789,8 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
 
 # Muon's select records under the full rule, each trained whole on one machine: {size: record}, linked from the
 # sentence under the table "Selection without the winner's curse (Muon)"
-MUON_SELECTS = {'w96': 'experiment7-select-muon-w96-xeon', 'w160': 'experiment7-select-muon-w160-xeon'}
+MUON_SELECTS = {'w64': 'experiment7-select-muon-w64', 'w96': 'experiment7-select-muon-w96-xeon',
+                'w128': 'experiment7-select-muon-w128', 'w160': 'experiment7-select-muon-w160-xeon'}
 
 
 @pytest.mark.parametrize('size', MUON_SELECTS)
@@ -798,5 +809,5 @@ def test_muons_picks_under_the_full_rule_are_the_tables_and_have_a_run_on_every_
         assert selection.beyond_the_pick(cells, picks[arm]) == [], (arm, picks[arm])
     (e, h), t = picks['untied'], picks['tied']
     markdown_block(DOC, f'| `{size}` | ×{e:g}, ×{h:g}; ×{t:g} |')  # the table's row of this size, these picks
-    said = markdown_block(DOC, "Top two sweep cells on seeds 1337-1339")
+    said = markdown_block(DOC, "Each arm's pick under the full rule")
     assert f"results/{record}/summary.md" in said, record

@@ -61,7 +61,7 @@ DEPTH_OF_WIDTH = {'w64': 2, 'w96': 4, 'w128': 8, 'w160': 20}  # the ladder of ex
 # a family of qualifiers: its words as the README writes them -> as a findings clause writes them
 RATES = {'one rate for every matrix': 'default rates', 'the default rates': 'default rates',
          'each at its own best rate': 'at its best', "the ends' decay held": 'decay held',
-         'the 200-step picks': '200-step picks'}
+         'the 200-step picks': '200-step picks', "the sweep's best rates": "sweep's best"}
 QKV = ('q, k and v apart', 'one matrix')
 
 
