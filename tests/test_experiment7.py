@@ -565,15 +565,6 @@ def best_of(tables, sweep):
     return (rows[0] if untied else None), (rows[-1] if tied else None)
 
 
-def muon_picks(size):
-    """{'untied': row, 'tied': row}: each arm's lowest row of the size's select record under the full rule."""
-    select = committed_summary(MUON_SELECTS[size])
-    arms = {}
-    for row, cells in select['modes'].items():
-        arms.setdefault(selection.row_key(row)[0], []).append((cells['val_loss_all']['mean'], row))
-    return {arm: min(rows)[1] for arm, rows in arms.items()}
-
-
 def fitted_at(points, n):
     """Least squares of cost on log10(parameters) through points [(parameters, cost)], read at n parameters with its
     95 % prediction interval for a new size (t on len(points) - 2 degrees of freedom)."""
@@ -603,9 +594,9 @@ def claim_18_and_19_numbers(tables):
             best = ((confirm, tied), (confirm, untied))
             if optimizer == 'muon':  # the select rule's picks (MUON_SELECTS) on their five fresh seeds
                 fresh = committed_summary(f'experiment7-fresh-muon-{size}')
-                picks = {selection.row_key(row)[0]: row for row in fresh['modes']}
-                assert picks == muon_picks(size), (size, picks)
-                best = ((fresh, picks['tied']), (fresh, picks['untied']))
+                picks = best_of(tables, committed_summary(MUON_SELECTS[size]))  # (untied's, tied's)
+                assert set(fresh['modes']) == set(picks), (size, list(fresh['modes']), picks)
+                best = ((fresh, picks[1]), (fresh, picks[0]))
             numbers[f'{optimizer}_{size}_best'] = interval(*best)
             params = tables.counts(tables.resolve(size))['tied']
             for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', best)):
@@ -798,16 +789,10 @@ def test_muons_picks_under_the_full_rule_are_the_tables_and_have_a_run_on_every_
     """The page says the full rule keeps each size's picks: each arm's best row in the record must have a
     full-length run one rung either side on every rate it tunes, and be the table's pick for that size."""
     record = MUON_SELECTS[size]
-    info = committed_summary(record)
-    arms = {}
-    for row, cells in info['modes'].items():
-        arm, key = selection.row_key(row)
-        arms.setdefault(arm, {})[key] = cells['val_loss_all']['mean']
-    assert set(arms) == {'untied', 'tied'}, arms
-    picks = {arm: min(cells, key=cells.get) for arm, cells in arms.items()}
-    for arm, cells in arms.items():
-        assert selection.beyond_the_pick(cells, picks[arm]) == [], (arm, picks[arm])
-    (e, h), t = picks['untied'], picks['tied']
+    untied, tied = rate_cells(committed_summary(record))
+    assert untied and tied, record
+    (e, h), t = min(untied, key=untied.get), min(tied, key=tied.get)
+    assert selection.beyond_the_pick(untied, (e, h)) == [] and selection.beyond_the_pick(tied, t) == [], (e, h, t)
     markdown_block(DOC, f'| `{size}` | ×{e:g}, ×{h:g}; ×{t:g} |')  # the table's row of this size, these picks
     said = markdown_block(DOC, "Each arm's pick under the full rule")
     assert f"results/{record}/summary.md" in said, record
