@@ -14,6 +14,7 @@
 #   bash config/experiment7.sh pair       # five seeds of that best tied cell and of untied's best, paired by seed
 #   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
 #   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: the select rule, 3 seeds; the pick, 5 fresh
+#   bash config/experiment7.sh select_adamw [SIZE...]  # the same for AdamW's ladder ends, w64 and w160 (warmup 25)
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
 #                                                 # three seeds, evaluated every 172 steps
@@ -190,6 +191,14 @@ select)  # the winner's curse: the select rule (docs/experiments.md) at full len
         fresh_rows "out-exp7-fresh-muon-$size" "$(top 1 "out-exp7-select-muon-$size")" "config/ladder_$size.py" \
             --optimizer=muon --seed=1342 --seeds=5
     done ;;
+select_adamw)  # the select rule for AdamW's two ladder sizes, from their sweeps, in the ladder's recipe (warmup 25,
+    # the ends' decay per step) as the sweeps and the confirm stage trained: the ladder's AdamW cost at confirmed rates
+    for size in ${@:-$adamw}; do
+        python $tables select "out-exp7-select-adamw-$size" "$(top 2 out-exp7-sweep-adamw-$size)" \
+            "config/ladder_$size.py" --optimizer=adamw --seeds=3
+        fresh_rows "out-exp7-fresh-adamw-$size" "$(top 1 "out-exp7-select-adamw-$size")" "config/ladder_$size.py" \
+            --optimizer=adamw --seed=1342 --seeds=5
+    done ;;
 shallow)  # width 160 at the depth of w96 (4 layers): depth apart from width, under AdamW
     sweep w160_shallow adamw
     best=$(python $tables best out-exp7-sweep-adamw-w160_shallow)
@@ -355,6 +364,6 @@ horizon_lower2)  # does the epoch's rate keep falling? Each arm's rate from hori
             --seeds=1 $(python $tables flags horizon) --out_dir="$at-lower2"
     done ;;
 *)
-    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|shallow|horizon|horizon_lower|horizon_best|horizon_lower2|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
+    echo "usage: bash config/experiment7.sh sweep|confirm|depth|control|blocks|pair|remedies|select|select_adamw|shallow|horizon|horizon_lower|horizon_best|horizon_lower2|remedy_sweep|remedy_select|remedy_untied_sqrt_d|remedy_horizon|remedy_horizon_lower|remedy_horizon_confirm|remedy_depth [SIZE...]" >&2
     exit 2 ;;
 esac
