@@ -473,16 +473,16 @@ README_QUOTES = {
         (MUON_BEST, None, 'under Muon'),
         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
          'under Muon')],
-    '18 (AdamW)': [('{adamw_w64_best} at w64', "at the sweep's best, 200 steps", None),
-                   ('{adamw_w160_best} at w160', "at the sweep's best, 200 steps", None),
+    '18 (AdamW)': [('{adamw_w64_best} at w64', 'at its best, fresh seeds, 200 steps', None),
+                   ('{adamw_w160_best} at w160', 'at its best, fresh seeds, 200 steps', None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
-                    'fresh seeds, against untied with √d', None),
+                    'so again, against untied with √d', None),
                    ('one epoch, each retuned: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} at '
-         "the sweep's best", None, 'Under AdamW'),
-        ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} at the '
-         "sweep's best", None, 'Under AdamW'),
+         'confirmed rates', None, 'Under AdamW'),
+        ('at the largest (w160, 20 layers) {adamw_w160_default} at the default rates and {adamw_w160_best} at '
+         'confirmed rates', None, 'Under AdamW'),
         ('plain tied (×30) {adamw_fresh_tied}, `proj` (×100) {adamw_fresh_proj}, √d tied (×10) '
          '{adamw_fresh_tied_sqrt_d}, `proj` with √d (×10) {adamw_fresh_proj_sqrt_d}', None,
          'Each remedy at its own rate against untied at w160'),
@@ -502,8 +502,8 @@ DOC_QUOTES = {
     "* **At each arm's confirmed rates the cost does not rise with size**":
         [('{muon_w64_best}, {muon_w96_best}, {muon_w128_best}, {muon_w160_best} from w64 to w160', None, None)],
     'Under AdamW for every matrix':
-        [('{adamw_w64_best} at w64', "at the sweep's best rates", None),
-         ('{adamw_w160_best} at w160', "at the sweep's best rates", None),
+        [('{adamw_w64_best} at w64', "at each arm's confirmed rates", None),
+         ('{adamw_w160_best} at w160', "at each arm's confirmed rates", None),
          ('{adamw_w64_default} at w64', 'at the default rates', None),
          ('{adamw_w160_default} at w160', 'at the default rates', None)],
     '* **At w128 the deeper tied model loses**':
@@ -592,9 +592,9 @@ def claim_18_and_19_numbers(tables):
             untied, tied = best_of(tables, sweep)
             numbers[f'{optimizer}_{size}_default'] = interval((confirm, 'tied'), (confirm, 'untied'))
             best = ((confirm, tied), (confirm, untied))
-            if optimizer == 'muon':  # the select rule's picks (MUON_SELECTS) on their five fresh seeds
-                fresh = committed_summary(f'experiment7-fresh-muon-{size}')
-                picks = best_of(tables, committed_summary(MUON_SELECTS[size]))  # (untied's, tied's)
+            if optimizer in SELECTS:  # the select rule's picks (SELECTS) on their five fresh seeds
+                fresh = committed_summary(f'experiment7-fresh-{optimizer}-{size}')
+                picks = best_of(tables, committed_summary(SELECTS[optimizer][size]))  # (untied's, tied's)
                 assert set(fresh['modes']) == set(picks), (size, list(fresh['modes']), picks)
                 best = ((fresh, picks[1]), (fresh, picks[0]))
             numbers[f'{optimizer}_{size}_best'] = interval(*best)
@@ -778,21 +778,26 @@ def test_the_adamw_horizon_table_is_its_confirmed_records(tables):
     assert rows == expected
 
 
-# Muon's select records under the full rule, each trained whole on one machine: {size: record}, linked from the
-# sentence under the table "Selection without the winner's curse (Muon)"
-MUON_SELECTS = {'w64': 'experiment7-select-muon-w64', 'w96': 'experiment7-select-muon-w96-xeon',
-                'w128': 'experiment7-select-muon-w128', 'w160': 'experiment7-select-muon-w160-xeon'}
+# The select records under the full rule, each trained whole on one machine: {optimizer: {size: record}}, each
+# optimizer's linked from the sentence under its table of "Selection without the winner's curse"
+SELECTS = {'muon': {'w64': 'experiment7-select-muon-w64', 'w96': 'experiment7-select-muon-w96-xeon',
+                    'w128': 'experiment7-select-muon-w128', 'w160': 'experiment7-select-muon-w160-xeon'},
+           'adamw': {'w64': 'experiment7-select-adamw-w64', 'w160': 'experiment7-select-adamw-w160'}}
+SELECT_TABLES = {'muon': "Each arm's pick under the full rule", 'adamw': "AdamW's picks under the same rule"}
+SELECT_HEADINGS = {'muon': 'Muon', 'adamw': 'AdamW'}
 
 
-@pytest.mark.parametrize('size', MUON_SELECTS)
-def test_muons_picks_under_the_full_rule_are_the_tables_and_have_a_run_on_every_side(size):
-    """The page says the full rule keeps each size's picks: each arm's best row in the record must have a
-    full-length run one rung either side on every rate it tunes, and be the table's pick for that size."""
-    record = MUON_SELECTS[size]
+@pytest.mark.parametrize('optimizer, size', [(o, s) for o, sizes in SELECTS.items() for s in sizes])
+def test_the_picks_under_the_full_rule_are_the_tables_and_have_a_run_on_every_side(optimizer, size):
+    """The page says the full rule gives each size's picks: each arm's best row in the record must have a
+    full-length run one rung either side on every rate it tunes, and be the pick in its optimizer's table."""
+    record = SELECTS[optimizer][size]
     untied, tied = rate_cells(committed_summary(record))
     assert untied and tied, record
     (e, h), t = min(untied, key=untied.get), min(tied, key=tied.get)
     assert selection.beyond_the_pick(untied, (e, h)) == [] and selection.beyond_the_pick(tied, t) == [], (e, h, t)
-    markdown_block(DOC, f'| `{size}` | ×{e:g}, ×{h:g}; ×{t:g} |')  # the table's row of this size, these picks
-    said = markdown_block(DOC, "Each arm's pick under the full rule")
+    said = markdown_block(DOC, SELECT_TABLES[optimizer])  # the sentence under the table, and the table above it
     assert f"results/{record}/summary.md" in said, record
+    with open(os.path.join(ROOT, DOC), encoding='utf-8') as f:  # the section that holds its table
+        section = f.read().split(f"### Selection without the winner's curse ({SELECT_HEADINGS[optimizer]})\n")[1]
+    assert f'| `{size}` | ×{e:g}, ×{h:g}; ×{t:g} |' in section.split('\n#')[0], (size, e, h, t)
