@@ -45,8 +45,9 @@ edges)  # where the sweep's best stood on its edge: the table's rate beyond x100
     base_sweep muon 10 ;;
 select)  # OPTIMIZER: the select rule (docs/experiments.md) for untied and tied: each one's two best sweep cells and
     # their neighbours, full length, three seeds (1342-1344, as experiment 8's select), until each pick is confirmed
+    # Muon's in float32, as its record was trained: bf16 Muon differs between CPU kinds (fresh_float32)
     python $tables select "out-exp6-select-$2" "$(python $tables top 2 "out-exp6-rates-$2")" $(confirmation "$2") \
-        --tuned_lens= --seed=1342 --seeds=3 ;;
+        --tuned_lens= --seed=1342 --seeds=3 $(if [ "$2" = muon ]; then echo --dtype=float32; fi) ;;
 fresh)  # OPTIMIZER: each new pick on the confirmation's five seeds (1337-1341), beside the committed arms it pairs with
     out=out-exp6-confirm-$2
     if [ "$2" = muon ]; then out=$out-split; fi  # (an assignment from a failing $(...) would end the script)

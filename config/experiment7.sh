@@ -13,7 +13,7 @@
 #   bash config/experiment7.sh blocks     # the control's best cell with the blocks at 3e-4 and 3e-3
 #   bash config/experiment7.sh pair       # five seeds of that best tied cell and of untied's best, paired by seed
 #   bash config/experiment7.sh remedies   # the best tied cell with the input side's own rate: sqrt(d) input, igs
-#   bash config/experiment7.sh select [SIZE...]   # Muon, w96 and w160: the select rule, 3 seeds; the pick, 5 fresh
+#   bash config/experiment7.sh select [SIZE...]   # Muon, every size: the select rule, 3 seeds; the pick, 5 fresh
 #   bash config/experiment7.sh select_adamw [SIZE...]  # the same for AdamW's ladder ends, w64 and w160 (warmup 25)
 #   bash config/experiment7.sh shallow    # width 160 at 4 layers under AdamW: a sweep of its own, then five seeds
 #   bash config/experiment7.sh horizon [SIZE...]  # Muon, w128 and w160: one epoch (1,376 steps) at the picked rates,
@@ -185,7 +185,7 @@ remedies)  # the input side of the tied matrix given a rate of its own: sqrt(d) 
         --ends_decay=$decay --out_dir=out-exp7-remedies-adamw-w160 ;;
 select)  # the winner's curse: the select rule (docs/experiments.md) at full length, three seeds; the pick reported
     # from five fresh seeds
-    for size in ${@:-w96 w160}; do
+    for size in ${@:-${sizes[*]}}; do
         python $tables select "out-exp7-select-muon-$size" "$(top 2 out-exp7-sweep-muon-$size)" \
             "config/ladder_$size.py" --optimizer=muon --seeds=3
         fresh_rows "out-exp7-fresh-muon-$size" "$(top 1 "out-exp7-select-muon-$size")" "config/ladder_$size.py" \
