@@ -448,9 +448,10 @@ def test_the_stages_name_configs_that_exist_and_refuse_an_unknown_stage(tables):
 def test_the_pages_command_runs_every_stage_its_script_has(experiment):
     """A page's opening command redoes its figures only if its loop runs every stage of its script: each name the
     script's usage line gives (a stage of Muon's selects left out once left w64's and w128's picks unredone)."""
-    with open(os.path.join(ROOT, 'config', f'experiment{experiment}.sh'), encoding='utf-8') as f:
+    name = os.path.join('config', f'experiment{experiment}.sh')
+    with open(os.path.join(ROOT, name), encoding='utf-8') as f:
         script = f.read()
-    usage = re.search(r'usage: bash config/experiment\d\.sh ([^"]*)"(?: \\\n\s*"([^"]*)")?', script)
+    usage = re.search('usage: bash ' + re.escape(name) + r' ([^"]*)"(?: \\\n\s*"([^"]*)")?', script)
     named = set(re.findall(r'[a-z][a-z0-9_]*', ' '.join(g for g in usage.groups() if g)))
     named -= {'or', 'adamw', 'muon', 'size'}
     with open(os.path.join(ROOT, 'docs', f'experiment{experiment}.md'), encoding='utf-8') as f:
