@@ -88,9 +88,15 @@ print(*min(cells)[1:])
 PY
 }
 
+muon_select() {  # SIZE: Muon's select out dir: w96's and w160's record is the one taken whole on one Xeon (-xeon),
+    # which the page quotes, not the first pass's, an older rule's on another machine
+    if [ -d "docs/results/experiment7-select-muon-$1-xeon" ]; then echo "out-exp7-select-muon-$1-xeon"
+    else echo "out-exp7-select-muon-$1"; fi
+}
+
 horizon_rows() {  # SIZE: Muon's rates for its horizon: the select stage's pick where it ran, else the sweep's best
-    if [ -f "out-exp7-select-muon-$1/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$1" ]; then
-        top 1 "out-exp7-select-muon-$1"
+    if [ -f "$(muon_select "$1")/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$1" ]; then
+        top 1 "$(muon_select "$1")"
     else
         python $tables best "out-exp7-sweep-muon-$1"
     fi
@@ -186,9 +192,9 @@ remedies)  # the input side of the tied matrix given a rate of its own: sqrt(d) 
 select)  # the winner's curse: the select rule (docs/experiments.md) at full length, three seeds; the pick reported
     # from five fresh seeds
     for size in ${@:-${sizes[*]}}; do
-        python $tables select "out-exp7-select-muon-$size" "$(top 2 out-exp7-sweep-muon-$size)" \
+        python $tables select "$(muon_select "$size")" "$(top 2 out-exp7-sweep-muon-$size)" \
             "config/ladder_$size.py" --optimizer=muon --seeds=3
-        fresh_rows "out-exp7-fresh-muon-$size" "$(top 1 "out-exp7-select-muon-$size")" "config/ladder_$size.py" \
+        fresh_rows "out-exp7-fresh-muon-$size" "$(top 1 "$(muon_select "$size")")" "config/ladder_$size.py" \
             --optimizer=muon --seed=1342 --seeds=5
     done ;;
 select_adamw)  # the select rule for AdamW's two ladder sizes, from their sweeps, in the ladder's recipe (warmup 25,

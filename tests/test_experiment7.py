@@ -495,10 +495,10 @@ README_QUOTES = {
         (MUON_BEST, None, 'under Muon'),
         ('carried to GPT-2 small: {gpt2_muon_best} at the best rates, {gpt2_muon_default} at the default', None,
          'under Muon')],
-    '18 (AdamW)': [('{adamw_w64_best} at w64', 'at its best, fresh seeds, 200 steps', None),
-                   ('{adamw_w160_best} at w160', 'at its best, fresh seeds, 200 steps', None),
+    '18 (AdamW)': [('{adamw_w64_best} at w64', 'at its best, fresh seeds, 200 steps, warmup 25', None),
+                   ('{adamw_w160_best} at w160', 'at its best, fresh seeds, 200 steps, warmup 25', None),
                    ('plain tied {adamw_fresh_tied}, `proj` with √d {adamw_fresh_proj_sqrt_d}',
-                    'so again, against untied with √d', None),
+                    'warmup 100, float32, against untied with √d', None),
                    ('one epoch, each retuned: {horizon_adamw_tied}, {horizon_adamw_proj_sqrt_d}', None, None)],
     ('details', '18 (AdamW)'): [
         ('at the smallest size (w64, 2 layers) {adamw_w64_default} at the default rates and {adamw_w64_best} at '
