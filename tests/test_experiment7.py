@@ -653,6 +653,22 @@ def test_readme_rows_18_and_19_and_the_doc_quote_every_five_seed_result_beside_i
     assert_quotes(DOC_QUOTES, numbers, lambda start: markdown_block(DOC, start), DOC)
 
 
+def test_the_cost_figure_draws_the_costs_and_the_line_the_page_quotes(tables):
+    """docs/experiment7_cost.png is drawn by lab/experiment7_figure.py from the records: each point it plots must be
+    the interval the page quotes for that optimizer, size and rates (the confirmed ones from the select records'
+    picks on the fresh seeds, not the sweeps'), and its GPT-2 small point the fitted line's."""
+    from lab import experiment7_figure as figure
+    from lab.ablation_report import fmt_interval
+    numbers = claim_18_and_19_numbers(tables)
+    for (optimizer, rates), line in figure.costs().items():
+        sizes = tables.OPTIMIZERS[optimizer]
+        assert [fmt_interval(*c) for _, c in line] == [numbers[f'{optimizer}_{s}_{rates}'] for s in sizes]
+        if optimizer == 'muon':
+            y, low, high, _ = figure.carried(line, figure.gpt2_small_params())
+            assert fmt_interval(y, low, high) == numbers[f'gpt2_muon_{rates}']
+    assert figure.SELECTS == SELECTS  # the records the page's tables and the figure read their picks from
+
+
 def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_reports(tables, tmp_path):
     """Made-up metrics.csv files: curves.csv keeps each evaluation (a row with a validation loss) of the summary's
     runs, and not those of a run folder the summary leaves out (a row dropped from the stage part-way)."""
