@@ -61,9 +61,9 @@ def costs():
 
 
 def carried(points, n):
-    """The least-squares line of cost on log10(parameters) through points, read at n parameters, with its 95 %
-    prediction interval for a new size: (cost, low, high, slope per tenfold)."""
-    xs, ys = [math.log10(p) for p, _ in points], [c[0] for _, c in points]
+    """The least-squares line of cost on log10(parameters) through points [(parameters, cost)], read at n
+    parameters, with its 95 % prediction interval for a new size: (cost, low, high, slope per tenfold)."""
+    xs, ys = [math.log10(p) for p, _ in points], [c for _, c in points]
     k, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
@@ -92,7 +92,7 @@ def draw(path):
                       label=f"{optimizer}, {'confirmed rates, fresh seeds' if rates == 'best' else 'default rates'}")
         if optimizer == 'muon' and rates == 'best':
             n = gpt2_small_params()
-            y, lo, hi, _ = carried(line, n)
+            y, lo, hi, _ = carried([(p, c[0]) for p, c in line], n)
             left.plot([xs[-1], n], [ys[-1], y], ':', color=colours[optimizer])
             left.errorbar([n], [y], yerr=[[y - lo], [hi - y]], color=colours[optimizer], marker='*', ms=11,
                           capsize=3, label='muon: the line carried to GPT-2 small')

@@ -587,20 +587,6 @@ def best_of(tables, sweep):
     return (rows[0] if untied else None), (rows[-1] if tied else None)
 
 
-def fitted_at(points, n):
-    """Least squares of cost on log10(parameters) through points [(parameters, cost)], read at n parameters with its
-    95 % prediction interval for a new size (t on len(points) - 2 degrees of freedom)."""
-    from lab.ablation_report import fmt_interval, t_975
-    xs, ys = [math.log10(p) for p, _ in points], [y for _, y in points]
-    k, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    residual = math.sqrt(sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (k - 2))
-    x = math.log10(n)
-    y, half = my + slope * (x - mx), t_975(k - 2) * residual * math.sqrt(1 + 1 / k + (x - mx) ** 2 / sxx)
-    return fmt_interval(y, y - half, y + half)
-
-
 def claim_18_and_19_numbers(tables):
     """{'muon_w96_best': interval, ...} from the committed summaries: every confirmation's cost at the default rates
     and at each one's best (its sweep's best rows), w96's check of tied at its sweep's runner-up, each deeper model
@@ -634,7 +620,9 @@ def claim_18_and_19_numbers(tables):
     gpt2 = tables.counts(dict(tables.resolve('recipe_ladder.py'), **GPT2_SMALL), 50_257)['tied']
     for (optimizer, rates), line in points.items():
         if optimizer == 'muon':  # AdamW has two sizes: no line
-            numbers[f'gpt2_muon_{rates}'] = fitted_at(line, gpt2)
+            from lab.ablation_report import fmt_interval
+            from lab.experiment7_figure import carried  # the least-squares line and its 95 % prediction interval
+            numbers[f'gpt2_muon_{rates}'] = fmt_interval(*carried(line, gpt2)[:3])
     for stage, arms in REMEDY_ARMS.items():
         found = {arm: (committed_summary(name), row) for arm, (name, row) in arms.items()}
         numbers.update({f'{stage}_{arm}': interval(run, found['untied']) for arm, run in found.items()
@@ -664,7 +652,7 @@ def test_the_cost_figure_draws_the_costs_and_the_line_the_page_quotes(tables):
         sizes = tables.OPTIMIZERS[optimizer]
         assert [fmt_interval(*c) for _, c in line] == [numbers[f'{optimizer}_{s}_{rates}'] for s in sizes]
         if optimizer == 'muon':
-            y, low, high, _ = figure.carried(line, figure.gpt2_small_params())
+            y, low, high, _ = figure.carried([(p, c[0]) for p, c in line], figure.gpt2_small_params())
             assert fmt_interval(y, low, high) == numbers[f'gpt2_muon_{rates}']
     assert figure.SELECTS == SELECTS  # the records the page's tables and the figure read their picks from
 
