@@ -14,7 +14,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from lab import experiment7_tables as tables  # noqa: E402
-from lab.ablation_figure import rate_cells  # noqa: E402
+from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_report import paired_interval, t_975  # noqa: E402
 from lab.rate_selection import RESULTS, best_rows  # noqa: E402
 
@@ -78,9 +78,9 @@ def gpt2_small_params():
 
 
 def draw(path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        raise SystemExit('error: drawing the figure needs matplotlib (pip install matplotlib)')
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
     colours = {'muon': 'tab:blue', 'adamw': 'tab:orange'}
     for (optimizer, rates), line in costs().items():
@@ -117,8 +117,10 @@ def draw(path):
               title="the sweeps' best rates (one seed, half length)", xticks=widths)
     right.set_yticks([10, 30, 100, 300, 1000], ['×10', '×30', '×100', '×300', '×1000'])
     right.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    try:  # written whole or not at all: a temporary file beside it, then a rename
+        save(plt, fig, path)
+    except OSError as e:
+        raise SystemExit(f'error: cannot write {path}: {e.strerror or e}') from None
     print(f'wrote {path}')
 
 
