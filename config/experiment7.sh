@@ -95,8 +95,10 @@ muon_select() {  # SIZE: Muon's select out dir: w96's and w160's record is the o
 }
 
 horizon_rows() {  # SIZE: Muon's rates for its horizon: the select stage's pick where it ran, else the sweep's best
-    if [ -f "$(muon_select "$1")/summary.json" ] || [ -d "docs/results/experiment7-select-muon-$1" ]; then
-        top 1 "$(muon_select "$1")"
+    local at
+    at=$(muon_select "$1")
+    if [ -f "$at/summary.json" ] || [ -d "docs/results/experiment${at#out-exp}" ]; then
+        top 1 "$at"
     else
         python $tables best "out-exp7-sweep-muon-$1"
     fi

@@ -6,7 +6,6 @@ five fresh seeds), the Muon line carried to GPT-2 small, and the sweeps' best ra
 
 A cost is tied - untied on the whole validation split, paired by seed, with its 95 % interval (Student's t)."""
 
-import json
 import math
 import os
 import sys
@@ -16,19 +15,20 @@ sys.path.insert(0, ROOT)
 from lab import experiment7_tables as tables  # noqa: E402
 from lab.ablation_figure import pyplot, rate_cells, save  # noqa: E402
 from lab.ablation_report import paired_interval, t_975  # noqa: E402
-from lab.rate_selection import RESULTS, best_rows  # noqa: E402
+from lab.rate_selection import RESULTS, best_rows, load, row_key  # noqa: E402
 
-# Each size's select record, whose picks its fresh record trains: w96's and w160's Muon records are the ones taken
-# whole on one Xeon (config/experiment7.sh muon_select)
-SELECTS = {'muon': {'w64': 'experiment7-select-muon-w64', 'w96': 'experiment7-select-muon-w96-xeon',
-                    'w128': 'experiment7-select-muon-w128', 'w160': 'experiment7-select-muon-w160-xeon'},
-           'adamw': {'w64': 'experiment7-select-adamw-w64', 'w160': 'experiment7-select-adamw-w160'}}
 GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024)  # and GPT-2's 50,257 ids
 
 
 def record(name):
-    with open(os.path.join(RESULTS, name, 'summary.json'), encoding='utf-8') as f:
-        return json.load(f)
+    return load(os.path.join(RESULTS, name, 'summary.json'))
+
+
+def select_record(optimizer, size):
+    """The select record whose picks a size's fresh record trains, by config/experiment7.sh's rule (muon_select):
+    the one taken whole on one Xeon (-xeon) where there is one, as at w96 and w160 under Muon."""
+    name = f'experiment7-select-{optimizer}-{size}'
+    return f'{name}-xeon' if os.path.isdir(os.path.join(RESULTS, f'{name}-xeon')) else name
 
 
 def picks(info):
@@ -53,7 +53,7 @@ def costs():
         for size in sizes:
             params = tables.counts(tables.resolve(size))['tied']
             confirm = record(f'experiment7-confirm-{optimizer}-{size}')
-            untied, tied = picks(record(SELECTS[optimizer][size]))
+            untied, tied = picks(record(select_record(optimizer, size)))
             points.setdefault((optimizer, 'default'), []).append((params, cost(confirm, 'tied', 'untied')))
             fresh = record(f'experiment7-fresh-{optimizer}-{size}')
             points.setdefault((optimizer, 'best'), []).append((params, cost(fresh, tied, untied)))
@@ -105,11 +105,11 @@ def draw(path):
     widths = [tables.resolve(size)['n_embd'] for size in tables.SIZES]
     for optimizer, style in (('muon', '-'), ('adamw', '--')):
         sizes = tables.OPTIMIZERS[optimizer]
-        best = [picks(record(f'experiment7-sweep-{optimizer}-{size}')) for size in sizes]
+        best = [[row_key(row)[1] for row in picks(record(f'experiment7-sweep-{optimizer}-{size}'))]
+                for size in sizes]  # [((table, head), tied), ...]
         x = [widths[tables.SIZES.index(size)] for size in sizes]
-        rates = {'tied matrix': [float(t.split('_e')[1]) for _, t in best],
-                 'untied table': [float(u.split('_e')[1].split('_h')[0]) for u, _ in best],
-                 'untied head': [float(u.split('_h')[1]) for u, _ in best]}
+        rates = {'tied matrix': [t for _, t in best], 'untied table': [u[0] for u, _ in best],
+                 'untied head': [u[1] for u, _ in best]}
         for (name, ys), (colour, marker) in zip(rates.items(), (('tab:purple', 'o'), ('tab:green', '^'),
                                                                  ('tab:red', 'v'))):
             right.plot(x, ys, style, color=colour, marker=marker, label=f'{name}, {optimizer}')

@@ -577,7 +577,6 @@ HORIZON_AT_200_STEP_PICKS = dict(untied=(f'{HORIZON}-emb_scale-untied', 'untied_
 HORIZON_RUNGS = {'untied': [f'{HORIZON}-emb_scale-untied', f'{HORIZON}-emb_scale-untied-lower'],
                  'tied': [HORIZON, f'{HORIZON}-lower', f'{HORIZON}-lower2'],
                  'proj_sqrt_d': [f'{HORIZON}-emb_scale', f'{HORIZON}-emb_scale-lower']}
-GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, block_size=1024)  # and GPT-2's 50,257 ids
 
 
 def best_of(tables, sweep):
@@ -589,22 +588,19 @@ def best_of(tables, sweep):
 
 def claim_18_and_19_numbers(tables):
     """{'muon_w96_best': interval, ...} from the committed summaries: every confirmation's cost at the default rates
-    and at each one's best (its sweep's best rows), w96's check of tied at its sweep's runner-up, each deeper model
+    and each size's cost at its select record's picks (SELECTS) on the fresh seeds, w96's check of tied at its sweep's runner-up, each deeper model
     against untied (trained again in float32 where it was) and against tied, each line through the costs carried to
     GPT-2 small (at the best rates, w96's taken at the check's rate, as the text accepts it), and the remedy
     stages' costs against untied (REMEDY_ARMS)."""
     numbers, points = {}, {}
     for optimizer, sizes in tables.OPTIMIZERS.items():
         for size in sizes:
-            confirm, sweep = (committed_summary(f'experiment7-{stage}-{optimizer}-{size}') for stage in ('confirm', 'sweep'))
-            untied, tied = best_of(tables, sweep)
+            confirm = committed_summary(f'experiment7-confirm-{optimizer}-{size}')
             numbers[f'{optimizer}_{size}_default'] = interval((confirm, 'tied'), (confirm, 'untied'))
-            best = ((confirm, tied), (confirm, untied))
-            if optimizer in SELECTS:  # the select rule's picks (SELECTS) on their five fresh seeds
-                fresh = committed_summary(f'experiment7-fresh-{optimizer}-{size}')
-                picks = best_of(tables, committed_summary(SELECTS[optimizer][size]))  # (untied's, tied's)
-                assert set(fresh['modes']) == set(picks), (size, list(fresh['modes']), picks)
-                best = ((fresh, picks[1]), (fresh, picks[0]))
+            fresh = committed_summary(f'experiment7-fresh-{optimizer}-{size}')
+            picks = best_of(tables, committed_summary(SELECTS[optimizer][size]))  # (untied's, tied's)
+            assert set(fresh['modes']) == set(picks), (size, list(fresh['modes']), picks)
+            best = ((fresh, picks[1]), (fresh, picks[0]))
             numbers[f'{optimizer}_{size}_best'] = interval(*best)
             params = tables.counts(tables.resolve(size))['tied']
             for rates, pair in (('default', ((confirm, 'tied'), (confirm, 'untied'))), ('best', best)):
@@ -617,11 +613,11 @@ def claim_18_and_19_numbers(tables):
         reference = committed_summary(f'experiment7-float32-muon-{size}') if size == 'w160' else confirm
         numbers[f'deeper_{size}_untied'] = interval((deep, deep_tied), (reference, untied))
         numbers[f'deeper_{size}_tied'] = interval((deep, deep_tied), (confirm, tied))
-    gpt2 = tables.counts(dict(tables.resolve('recipe_ladder.py'), **GPT2_SMALL), 50_257)['tied']
+    from lab.ablation_report import fmt_interval
+    from lab.experiment7_figure import carried, gpt2_small_params  # the line and its 95 % prediction interval
+    gpt2 = gpt2_small_params()
     for (optimizer, rates), line in points.items():
         if optimizer == 'muon':  # AdamW has two sizes: no line
-            from lab.ablation_report import fmt_interval
-            from lab.experiment7_figure import carried  # the least-squares line and its 95 % prediction interval
             numbers[f'gpt2_muon_{rates}'] = fmt_interval(*carried(line, gpt2)[:3])
     for stage, arms in REMEDY_ARMS.items():
         found = {arm: (committed_summary(name), row) for arm, (name, row) in arms.items()}
@@ -654,7 +650,8 @@ def test_the_cost_figure_draws_the_costs_and_the_line_the_page_quotes(tables):
         if optimizer == 'muon':
             y, low, high, _ = figure.carried([(p, c[0]) for p, c in line], figure.gpt2_small_params())
             assert fmt_interval(y, low, high) == numbers[f'gpt2_muon_{rates}']
-    assert figure.SELECTS == SELECTS  # the records the page's tables and the figure read their picks from
+    # the records the page's tables and the figure read their picks from, the figure's by the script's rule
+    assert {o: {s: figure.select_record(o, s) for s in sizes} for o, sizes in tables.OPTIMIZERS.items()} == SELECTS
 
 
 def test_a_horizon_stages_curves_keep_every_evaluation_of_the_runs_its_summary_reports(tables, tmp_path):
