@@ -318,8 +318,8 @@ def test_only_the_first_ctrl_c_counts_the_rest_of_the_run_is_its_ending(tmp_path
             mark("exited")
         def main(argv):
             atexit.register(slow_exit)
-            mark("ready")
-            try:
+            try:  # "ready" inside: a Ctrl-C landing as the marker is written is then one the try catches
+                mark("ready")
                 time.sleep(60)
             finally:
                 mark("cleaning")
